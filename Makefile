@@ -1,0 +1,49 @@
+# Two commands for users (see README): `make demo` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+# Extras installed by `make setup`; the heavy ones (llm builds llama.cpp, ros) are opt-in:
+#   make setup EXTRAS=mujoco,rl,dev,pybullet
+EXTRAS ?= mujoco,rl,dev
+# CPU build of PyTorch (a plain `torch` requirement would pull a multi-GB CUDA build).
+TORCH_SPEC ?= torch==2.13.0
+comma := ,
+STAMP := $(VENV)/.setup-$(subst $(comma),-,$(EXTRAS))
+
+.PHONY: setup demo test test-slow lint format bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/install_system_deps.sh
+	bash scripts/install_system_deps.sh
+	@$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 10))" || { echo "need Python >= 3.10 as $(PYTHON) (make setup PYTHON=python3.11)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet "$(TORCH_SPEC)"
+	$(PIP) install --quiet -e ".[$(EXTRAS)]"
+	rm -f $(VENV)/.setup-*
+	touch $@
+
+demo: setup
+	$(PY) -m hrl.demo
+
+test: setup
+	$(PY) -m pytest
+
+test-slow: setup
+	$(PY) -m pytest -m slow
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: setup
+	$(PY) benchmarks/env_throughput.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,1 @@
+"""Low-level goal-conditioned policies, their evaluation, and (later) the hierarchical executor and ROS 2 nodes."""
