@@ -50,14 +50,20 @@ def main(argv: list[str] | None = None) -> int:
 
     env = gym.make("hrl/RoverNav-v0", **env_kwargs)
     model = SAC(
-        "MultiInputPolicy", env,
+        "MultiInputPolicy",
+        env,
         replay_buffer_class=HerReplayBuffer,
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
         learning_starts=200,  # HER needs more than one full episode (max_steps) before updates
-        batch_size=256, learning_rate=1e-3, gamma=0.95, tau=0.05,
+        batch_size=256,
+        learning_rate=1e-3,
+        gamma=0.95,
+        tau=0.05,
         # Goal in the robot frame (map-independent); [64, 64] trains ~2.5x faster than [256, 256] on a CPU.
         policy_kwargs={"net_arch": [64, 64], "features_extractor_class": GoalFrameExtractor},
-        seed=args.seed, verbose=0, device="cpu",
+        seed=args.seed,
+        verbose=0,
+        device="cpu",
     )
     print(f"[demo] training SAC+HER on map {args.map!r} for {args.steps} steps -> {out}")
     t0 = time.perf_counter()
@@ -68,8 +74,11 @@ def main(argv: list[str] | None = None) -> int:
 
     eval_env = gym.make("hrl/RoverNav-v0", render_mode="rgb_array", **env_kwargs)
     trained, frames = evaluate(
-        lambda obs: model.predict(obs, deterministic=True)[0], eval_env, args.eval_episodes,
-        seed=10_000, record_episodes=args.video_episodes,
+        lambda obs: model.predict(obs, deterministic=True)[0],
+        eval_env,
+        args.eval_episodes,
+        seed=10_000,
+        record_episodes=args.video_episodes,
     )
     rng = np.random.default_rng(args.seed)
     baseline, _ = evaluate(lambda obs: rng.uniform(-1, 1, 2), eval_env, args.eval_episodes, seed=10_000)

@@ -180,5 +180,3 @@ def did_you_mean(name: str, options: Sequence[str]) -> str:
 
     close = difflib.get_close_matches(name, list(options), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-

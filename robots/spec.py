@@ -97,8 +97,19 @@ class RobotSpec:
         path = Path(path).resolve()
         root = Fields(path, "", load_yaml_mapping(path))
         root.reject_unknown(
-            ["name", "mjcf", "base_body", "chassis_geom", "radius", "mass", "wheel_base",
-             "wheel_radius", "limits", "lidar", "ros"]
+            [
+                "name",
+                "mjcf",
+                "base_body",
+                "chassis_geom",
+                "radius",
+                "mass",
+                "wheel_base",
+                "wheel_radius",
+                "limits",
+                "lidar",
+                "ros",
+            ]
         )
         mjcf = path.parent / root.text("mjcf")
         if not mjcf.is_file():
@@ -156,9 +167,7 @@ def _validate_lidar(lidar: LidarSpec) -> None:
     if not (math.isfinite(lidar.max_range) and lidar.max_range > 0):
         raise ValueError(f"lidar max_range must be a positive number of metres, got {lidar.max_range!r}")
     if lidar.min_range >= lidar.max_range:
-        raise ValueError(
-            f"lidar min_range ({lidar.min_range}) must be below max_range ({lidar.max_range})"
-        )
+        raise ValueError(f"lidar min_range ({lidar.min_range}) must be below max_range ({lidar.max_range})")
 
 
 def available_robots() -> list[str]:

@@ -13,8 +13,8 @@ import os
 if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
     os.environ["MUJOCO_GL"] = "egl"
 
-from sim.registration import register_envs  # noqa: E402
-from sim.world import World, available_maps, load_world  # noqa: E402
+from sim.registration import register_envs
+from sim.world import World, available_maps, load_world
 
 register_envs()
 

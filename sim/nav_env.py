@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -27,11 +27,11 @@ from sim.world import Pose2D, World, load_world
 class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     """A differential-drive rover with a planar lidar reaching (x, y) goals in a map."""
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(
         self,
-        map: str | Path | World = "open",  # noqa: A002 - the natural name for users
+        map: str | Path | World = "open",
         robot: str | Path | RobotSpec = "rover",
         backend: str = "mujoco",
         *,
@@ -60,11 +60,16 @@ class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.substeps = _substeps(control_hz, physics_dt)
         self.control_hz = float(control_hz)
         self.task = NavTask(
-            self.world, spec,
+            self.world,
+            spec,
             NavTaskConfig(
-                goal_mode=goal_mode, local_goal_radius=local_goal_radius, success_radius=success_radius,
-                reward_type=reward_type, collision_penalty=collision_penalty,
-                terminate_on_success=terminate_on_success, terminate_on_collision=terminate_on_collision,
+                goal_mode=goal_mode,
+                local_goal_radius=local_goal_radius,
+                success_radius=success_radius,
+                reward_type=reward_type,
+                collision_penalty=collision_penalty,
+                terminate_on_success=terminate_on_success,
+                terminate_on_collision=terminate_on_collision,
                 max_steps=max_steps,
             ),
         )
@@ -77,8 +82,12 @@ class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._fixed_start = None if start is None else self.task.check_start(start)
         self.backend = backend
         self.physics = physics_class(backend)(
-            self.world, spec, physics_dt=physics_dt, substeps=self.substeps,
-            goal_radius=success_radius, render_height=render_height,
+            self.world,
+            spec,
+            physics_dt=physics_dt,
+            substeps=self.substeps,
+            goal_radius=success_radius,
+            render_height=render_height,
         )
         self.observation_space = self.task.observation_space()
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
@@ -103,7 +112,8 @@ class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         else:
             start = self.task.sample_start(self.np_random)
         goal = (
-            self.task.check_goal(options["goal"]) if options.get("goal") is not None
+            self.task.check_goal(options["goal"])
+            if options.get("goal") is not None
             else self.task.sample_goal(self.np_random, start)
         )
         self.physics.reset(start)
@@ -129,8 +139,9 @@ class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         info = self._info(collision)
         reward = self.task.reward(info["distance"], collision)
         cfg = self.task.config
-        terminated = bool((cfg.terminate_on_success and info["is_success"])
-                          or (cfg.terminate_on_collision and collision))
+        terminated = bool(
+            (cfg.terminate_on_success and info["is_success"]) or (cfg.terminate_on_collision and collision)
+        )
         truncated = self._steps >= cfg.max_steps
         return obs, reward, terminated, truncated, info
 

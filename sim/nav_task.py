@@ -45,8 +45,11 @@ class NavTaskConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of metres, got {value!r}")
-        if not (isinstance(self.collision_penalty, (int, float)) and math.isfinite(self.collision_penalty)
-                and self.collision_penalty >= 0):
+        if not (
+            isinstance(self.collision_penalty, (int, float))
+            and math.isfinite(self.collision_penalty)
+            and self.collision_penalty >= 0
+        ):
             raise ValueError(f"collision_penalty must be a number >= 0, got {self.collision_penalty!r}")
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise ValueError(f"max_steps must be a positive integer, got {self.max_steps!r}")
@@ -93,12 +96,16 @@ class NavTask:
         n = self.robot.lidar.num_rays
         return ["x", "y", "cos_yaw", "sin_yaw", "v_norm", "w_norm"] + [f"range_{k}" for k in range(n)]
 
-    def observe(self, pose: Pose2D, velocity: tuple[float, float], ranges: np.ndarray,
-                goal: np.ndarray) -> dict[str, np.ndarray]:
+    def observe(
+        self, pose: Pose2D, velocity: tuple[float, float], ranges: np.ndarray, goal: np.ndarray
+    ) -> dict[str, np.ndarray]:
         obs = np.empty(6 + ranges.shape[0], dtype=np.float32)
         lim = VELOCITY_OBS_LIMIT
         obs[:6] = (
-            pose.x, pose.y, math.cos(pose.yaw), math.sin(pose.yaw),
+            pose.x,
+            pose.y,
+            math.cos(pose.yaw),
+            math.sin(pose.yaw),
             min(max(velocity[0] * self._inv_limits[0], -lim), lim),
             min(max(velocity[1] * self._inv_limits[1], -lim), lim),
         )
@@ -138,7 +145,7 @@ class NavTask:
             return self.world.starts[start]
         if isinstance(start, Pose2D):
             values = [start.x, start.y, start.yaw]
-        elif isinstance(start, Sequence) or isinstance(start, np.ndarray):
+        elif isinstance(start, (Sequence, np.ndarray)):
             values = [float(v) for v in start]
         else:
             raise ValueError(f"start must be a start name or (x, y[, yaw]), got {start!r}")
@@ -161,12 +168,19 @@ class NavTask:
         min_distance = 2.0 * cfg.success_radius
         if cfg.goal_mode == "local":
             xy = self.world.sample_free(
-                rng, self.goal_clearance, near=(start.x, start.y), radius=cfg.local_goal_radius,
-                min_distance=min_distance, line_of_sight=True,
+                rng,
+                self.goal_clearance,
+                near=(start.x, start.y),
+                radius=cfg.local_goal_radius,
+                min_distance=min_distance,
+                line_of_sight=True,
             )
         elif cfg.goal_mode == "anywhere":
             xy = self.world.sample_free(
-                rng, self.goal_clearance, near=(start.x, start.y), radius=math.hypot(*self.world.size),
+                rng,
+                self.goal_clearance,
+                near=(start.x, start.y),
+                radius=math.hypot(*self.world.size),
                 min_distance=min_distance,
             )
         else:

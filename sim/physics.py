@@ -24,8 +24,16 @@ BACKENDS: dict[str, str] = {
 class RoverPhysics(Protocol):
     """A simulated differential-drive robot in a world."""
 
-    def __init__(self, world: World, robot: RobotSpec, *, physics_dt: float, substeps: int,
-                 goal_radius: float, render_height: int) -> None: ...
+    def __init__(
+        self,
+        world: World,
+        robot: RobotSpec,
+        *,
+        physics_dt: float,
+        substeps: int,
+        goal_radius: float,
+        render_height: int,
+    ) -> None: ...
 
     def reset(self, pose: Pose2D) -> None:
         """Place the robot at rest at ``pose``."""

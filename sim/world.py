@@ -284,12 +284,8 @@ class World:
             "map": self.name,
             "description": self.description,
             "bounds": list(self.bounds),
-            "rooms": [
-                {"name": r.name, "aliases": list(r.aliases), "center": _round(r.center)} for r in self.rooms
-            ],
-            "doors": [
-                {"name": d.name, "connects": list(d.rooms), "waypoint": _round(d.waypoint)} for d in self.doors
-            ],
+            "rooms": [{"name": r.name, "aliases": list(r.aliases), "center": _round(r.center)} for r in self.rooms],
+            "doors": [{"name": d.name, "connects": list(d.rooms), "waypoint": _round(d.waypoint)} for d in self.doors],
             "landmarks": [
                 {"name": lm.name, "aliases": list(lm.aliases), "room": lm.room, "position": _round(lm.position)}
                 for lm in self.landmarks
@@ -340,8 +336,19 @@ def load_world(name_or_path: str | Path) -> World:
 
 def _parse_world(root: Fields, default_name: str) -> World:
     root.reject_unknown(
-        ["name", "description", "bounds", "wall_thickness", "wall_height", "outer_walls", "walls",
-         "rooms", "doors", "landmarks", "starts"]
+        [
+            "name",
+            "description",
+            "bounds",
+            "wall_thickness",
+            "wall_height",
+            "outer_walls",
+            "walls",
+            "rooms",
+            "doors",
+            "landmarks",
+            "starts",
+        ]
     )
     src = root.source
     name = root.text("name", default_name)
@@ -361,7 +368,9 @@ def _parse_world(root: Fields, default_name: str) -> World:
     for i, wall in enumerate(walls):
         for end in (wall.start, wall.end):
             if not _in_box(end, bounds, slack=1e-9):
-                raise ConfigFileError(src, _wall_path(root, i, walls), f"end point {list(end)} lies outside bounds {list(bounds)}")
+                raise ConfigFileError(
+                    src, _wall_path(root, i, walls), f"end point {list(end)} lies outside bounds {list(bounds)}"
+                )
 
     rooms: list[Room] = []
     for i, item in enumerate(root.items("rooms")):
@@ -392,7 +401,9 @@ def _parse_world(root: Fields, default_name: str) -> World:
             raise f.error("rooms", f"must name exactly two rooms, got {pair!r}")
         for r in pair:
             if r not in room_names:
-                raise f.error("rooms", f"unknown room {r!r}{did_you_mean(r, room_names)}; rooms: {', '.join(room_names)}")
+                raise f.error(
+                    "rooms", f"unknown room {r!r}{did_you_mean(r, room_names)}; rooms: {', '.join(room_names)}"
+                )
         if pair[0] == pair[1]:
             raise f.error("rooms", f"a door must connect two different rooms, got {pair!r}")
         waypoint = f.vector("waypoint", 2)
@@ -418,7 +429,10 @@ def _parse_world(root: Fields, default_name: str) -> World:
             raise f.error("position", f"landmark {lm_name!r} at {list(pos)} lies outside every room")
         room_name = f.text("room", inside[0] if inside else "")
         if room_name not in room_names:
-            raise f.error("room", f"unknown room {room_name!r}{did_you_mean(room_name, room_names)}; rooms: {', '.join(room_names)}")
+            raise f.error(
+                "room",
+                f"unknown room {room_name!r}{did_you_mean(room_name, room_names)}; rooms: {', '.join(room_names)}",
+            )
         if room_name not in inside:
             raise f.error("room", f"landmark {lm_name!r} at {list(pos)} is not in room {room_name!r} but in {inside}")
         landmark = Landmark(lm_name, pos, room_name, f.string_list("aliases"))
@@ -500,7 +514,10 @@ def _parse_room(f: Fields, bounds: tuple[float, float, float, float]) -> Room:
         ring = tuple(points[:-1])  # type: ignore[assignment]
     shape = Polygon(ring)
     if not shape.is_valid or shape.area <= _AREA_TOLERANCE:
-        raise f.error("polygon" if f.has("polygon") else "rect", f"room {name!r} is not a simple polygon with positive area ({shapely.is_valid_reason(shape)})")
+        raise f.error(
+            "polygon" if f.has("polygon") else "rect",
+            f"room {name!r} is not a simple polygon with positive area ({shapely.is_valid_reason(shape)})",
+        )
     if not shape.difference(box(*bounds)).area <= _AREA_TOLERANCE:
         raise f.error("polygon" if f.has("polygon") else "rect", f"room {name!r} extends outside bounds {list(bounds)}")
     return Room(name, ring, f.string_list("aliases"))
@@ -513,7 +530,9 @@ def _check_rooms_disjoint(root: Fields, rooms: list[Room]) -> None:
             overlap = a.shape.intersection(b.shape).area
             if overlap > _AREA_TOLERANCE:
                 raise ConfigFileError(
-                    root.source, f"rooms[{j}]", f"room {b.name!r} overlaps room {a.name!r} (rooms[{i}]) by {overlap:.3f} m^2"
+                    root.source,
+                    f"rooms[{j}]",
+                    f"room {b.name!r} overlaps room {a.name!r} (rooms[{i}]) by {overlap:.3f} m^2",
                 )
 
 

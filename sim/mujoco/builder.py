@@ -37,7 +37,7 @@ class RenderSize:
 def render_size_for(world: World, height: int) -> RenderSize:
     """An image size with the map's aspect ratio (width rounded to a multiple of 16 for video codecs)."""
     w, h = world.size
-    width = max(16, int(round(height * w / h / 16.0)) * 16)
+    width = max(16, round(height * w / h / 16.0) * 16)
     return RenderSize(width=width, height=height)
 
 
@@ -68,32 +68,46 @@ def build_spec(
 
     # Floor is visual only: the base moves on planar joints, and horizontal lidar rays never hit it.
     wb.add_geom(
-        name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, pos=[cx, cy, 0.0],
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        pos=[cx, cy, 0.0],
         size=[(xmax - xmin) / 2.0 + 0.5, (ymax - ymin) / 2.0 + 0.5, 0.1],
-        rgba=[0.92, 0.92, 0.88, 1.0], contype=0, conaffinity=0,
+        rgba=[0.92, 0.92, 0.88, 1.0],
+        contype=0,
+        conaffinity=0,
     )
     for i, wall in enumerate(world.walls):
         wx, wy = wall.center
         wb.add_geom(
-            name=f"wall_{i}", type=mujoco.mjtGeom.mjGEOM_BOX,
+            name=f"wall_{i}",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
             pos=[wx, wy, world.wall_height / 2.0],
             quat=_yaw_quat(wall.yaw),
             size=[wall.length / 2.0 + wall.thickness / 2.0, wall.thickness / 2.0, world.wall_height / 2.0],
-            rgba=[0.35, 0.35, 0.4, 1.0], contype=1, conaffinity=1,
+            rgba=[0.35, 0.35, 0.4, 1.0],
+            contype=1,
+            conaffinity=1,
         )
     # Markers are sites, not geoms: sites take part in neither contacts nor lidar rays.
     wb.add_site(
-        name=GOAL_SITE, type=mujoco.mjtGeom.mjGEOM_CYLINDER, pos=[cx, cy, 0.005],
-        size=[goal_radius, 0.005, 0.0], rgba=[0.1, 0.8, 0.2, 0.8],
+        name=GOAL_SITE,
+        type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+        pos=[cx, cy, 0.005],
+        size=[goal_radius, 0.005, 0.0],
+        rgba=[0.1, 0.8, 0.2, 0.8],
     )
     for lm in world.landmarks:
         wb.add_site(
-            name=f"landmark_{lm.name}", type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-            pos=[lm.position[0], lm.position[1], 0.003], size=[0.08, 0.003, 0.0], rgba=[0.2, 0.4, 0.9, 0.8],
+            name=f"landmark_{lm.name}",
+            type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+            pos=[lm.position[0], lm.position[1], 0.003],
+            size=[0.08, 0.003, 0.0],
+            rgba=[0.2, 0.4, 0.9, 0.8],
         )
     margin = 0.4
     wb.add_camera(
-        name=TOP_CAMERA, pos=[cx, cy, 10.0],
+        name=TOP_CAMERA,
+        pos=[cx, cy, 10.0],
         proj=mujoco.mjtProjection.mjPROJ_ORTHOGRAPHIC,
         fovy=max(ymax - ymin, (xmax - xmin) * render.height / render.width) + margin,
     )
@@ -113,7 +127,10 @@ def build_model(
 ) -> mujoco.MjModel:
     """Compile the world + robot into an ``MjModel``."""
     spec = build_spec(
-        world, robot, physics_dt=physics_dt, goal_radius=goal_radius,
+        world,
+        robot,
+        physics_dt=physics_dt,
+        goal_radius=goal_radius,
         render=render or render_size_for(world, 480),
     )
     return spec.compile()
@@ -138,11 +155,14 @@ def _add_drive_and_lidar(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
         # A rangefinder measures along its site's +z axis: tilt z onto the horizontal ray direction.
         quat = np.zeros(4)
         mujoco.mju_mulQuat(quat, _yaw_quat(angle), np.array([math.cos(math.pi / 4), 0.0, math.sin(math.pi / 4), 0.0]))
-        body.add_site(name=f"{LIDAR_PREFIX}{k}", pos=[0.0, 0.0, lidar.height], quat=quat, size=[0.005, 0.0, 0.0],
-                      group=4)
+        body.add_site(
+            name=f"{LIDAR_PREFIX}{k}", pos=[0.0, 0.0, lidar.height], quat=quat, size=[0.005, 0.0, 0.0], group=4
+        )
         spec.add_sensor(
-            name=f"{LIDAR_PREFIX}{k}", type=mujoco.mjtSensor.mjSENS_RANGEFINDER,
-            objtype=mujoco.mjtObj.mjOBJ_SITE, objname=f"{LIDAR_PREFIX}{k}",
+            name=f"{LIDAR_PREFIX}{k}",
+            type=mujoco.mjtSensor.mjSENS_RANGEFINDER,
+            objtype=mujoco.mjtObj.mjOBJ_SITE,
+            objname=f"{LIDAR_PREFIX}{k}",
             intprm=[1, 0, 0],  # report distance
             cutoff=lidar.max_range,
         )
@@ -151,21 +171,29 @@ def _add_drive_and_lidar(spec: mujoco.MjSpec, robot: RobotSpec) -> None:
     inertia_z = 0.5 * robot.mass * robot.radius**2
     base_site = "base_link"
     spec.add_actuator(
-        name="drive_linear", trntype=mujoco.mjtTrn.mjTRN_SITE, target=base_site,
-        gear=[1, 0, 0, 0, 0, 0], **_velocity_servo(robot.mass / DRIVE_TIME_CONSTANT,
-                                                   lim.max_linear_velocity,
-                                                   robot.mass * lim.max_linear_acceleration),
+        name="drive_linear",
+        trntype=mujoco.mjtTrn.mjTRN_SITE,
+        target=base_site,
+        gear=[1, 0, 0, 0, 0, 0],
+        **_velocity_servo(
+            robot.mass / DRIVE_TIME_CONSTANT, lim.max_linear_velocity, robot.mass * lim.max_linear_acceleration
+        ),
     )
     spec.add_actuator(
-        name="drive_lateral_grip", trntype=mujoco.mjtTrn.mjTRN_SITE, target=base_site,
-        gear=[0, 1, 0, 0, 0, 0], **_velocity_servo(robot.mass / (2 * spec.option.timestep), None,
-                                                   LATERAL_FRICTION * robot.mass * GRAVITY),
+        name="drive_lateral_grip",
+        trntype=mujoco.mjtTrn.mjTRN_SITE,
+        target=base_site,
+        gear=[0, 1, 0, 0, 0, 0],
+        **_velocity_servo(robot.mass / (2 * spec.option.timestep), None, LATERAL_FRICTION * robot.mass * GRAVITY),
     )
     spec.add_actuator(
-        name="drive_angular", trntype=mujoco.mjtTrn.mjTRN_JOINT, target="base_yaw",
-        gear=[1, 0, 0, 0, 0, 0], **_velocity_servo(inertia_z / DRIVE_TIME_CONSTANT,
-                                                   lim.max_angular_velocity,
-                                                   inertia_z * lim.max_angular_acceleration),
+        name="drive_angular",
+        trntype=mujoco.mjtTrn.mjTRN_JOINT,
+        target="base_yaw",
+        gear=[1, 0, 0, 0, 0, 0],
+        **_velocity_servo(
+            inertia_z / DRIVE_TIME_CONSTANT, lim.max_angular_velocity, inertia_z * lim.max_angular_acceleration
+        ),
     )
 
 

@@ -21,14 +21,21 @@ class MujocoRoverPhysics:
     last reading, so sensors are disabled during the substeps and computed once on the final state.
     """
 
-    def __init__(self, world: World, robot: RobotSpec, *, physics_dt: float, substeps: int,
-                 goal_radius: float, render_height: int = 480) -> None:
+    def __init__(
+        self,
+        world: World,
+        robot: RobotSpec,
+        *,
+        physics_dt: float,
+        substeps: int,
+        goal_radius: float,
+        render_height: int = 480,
+    ) -> None:
         self.world = world
         self.robot = robot
         self.substeps = substeps
         self.render_size = render_size_for(world, render_height)
-        self.model = build_model(world, robot, physics_dt=physics_dt, goal_radius=goal_radius,
-                                 render=self.render_size)
+        self.model = build_model(world, robot, physics_dt=physics_dt, goal_radius=goal_radius, render=self.render_size)
         self.data = mujoco.MjData(self.model)
         m = self.model
         self._qx = m.joint("base_x").qposadr[0]

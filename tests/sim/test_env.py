@@ -50,7 +50,7 @@ def test_determinism():
         rng = np.random.default_rng(7)
         trace = [obs["observation"].copy(), obs["desired_goal"].copy()]
         for _ in range(50):
-            obs, r, *_ = env.step(rng.uniform(-1, 1, 2))
+            obs, _r, *_ = env.step(rng.uniform(-1, 1, 2))
             trace.append(obs["observation"].copy())
         env.close()
         return np.concatenate(trace)
@@ -154,7 +154,7 @@ def test_named_start_used():
 def test_local_goals_within_radius():
     env = make(map="open", goal_mode="local", local_goal_radius=1.0)
     for seed in range(20):
-        obs, info = env.reset(seed=seed)
+        _obs, info = env.reset(seed=seed)
         assert 0.5 <= info["distance"] <= 1.0 + 1e-6
 
 
@@ -286,7 +286,7 @@ def robot_pixel(env, x, y):
     scale = size.height / fovy
     col = size.width / 2 + (x - (xmin + xmax) / 2) * scale
     row = size.height / 2 - (y - (ymin + ymax) / 2) * scale
-    return int(round(row)), int(round(col))
+    return round(row), round(col)
 
 
 def is_robot_orange(pixel):
@@ -323,8 +323,14 @@ def test_sb3_her_learns_a_few_steps():
 
     env = make(map="open", max_steps=20)
     model = SAC(
-        "MultiInputPolicy", env, replay_buffer_class=HerReplayBuffer, learning_starts=40,
-        batch_size=32, policy_kwargs={"net_arch": [16]}, seed=0, device="cpu",
+        "MultiInputPolicy",
+        env,
+        replay_buffer_class=HerReplayBuffer,
+        learning_starts=40,
+        batch_size=32,
+        policy_kwargs={"net_arch": [16]},
+        seed=0,
+        device="cpu",
     )
     model.learn(120)
     assert model.replay_buffer.size() > 0

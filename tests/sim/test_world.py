@@ -110,12 +110,14 @@ def test_resolve_unknown_suggests():
 
 
 def test_unknown_map_lists_known():
-    with pytest.raises(ValueError, match=r"unknown map 'apartmnt' \(did you mean 'apartment'\?\); known maps: apartment"):
+    with pytest.raises(
+        ValueError, match=r"unknown map 'apartmnt' \(did you mean 'apartment'\?\); known maps: apartment"
+    ):
         load_world("apartmnt")
 
 
 def test_missing_map_file():
-    with pytest.raises(FileNotFoundError, match="nope.yaml"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.yaml"):
         load_world("/tmp/nope.yaml")
 
 
@@ -133,49 +135,75 @@ def _mutate(fn):
 
 
 CASES = [
-    ("door naming an unknown room",
-     lambda d: d["doors"][0].update(rooms=["west", "easst"]),
-     r"bad_map.yaml: doors\[0\].rooms: unknown room 'easst' \(did you mean 'east'\?\)"),
-    ("landmark inside a wall",
-     lambda d: d["landmarks"][0].update(position=[5.0, 1.0]),
-     r"bad_map.yaml: landmarks\[0\].position: landmark 'lamp' at \[5.0, 1.0\] lies inside a wall"),
-    ("landmark outside every room",
-     lambda d: (d["rooms"].__setitem__(0, {"name": "west", "rect": [0, 0, 4.8, 5]}),
-                d["landmarks"][0].update(position=[4.9, 4.0], room="west")),
-     r"bad_map.yaml: landmarks\[0\].position: landmark 'lamp' at \[4.9, 4.0\] lies outside every room"),
-    ("room polygon that does not close",
-     lambda d: d["rooms"].__setitem__(0, {"name": "west", "polygon": [[0, 0], [5, 0], [5, 5], [0, 5]]}),
-     r"bad_map.yaml: rooms\[0\].polygon: ring does not close"),
-    ("overlapping rooms",
-     lambda d: d["rooms"][1].update(rect=[4, 0, 10, 5]),
-     r"bad_map.yaml: rooms\[1\]: room 'east' overlaps room 'west' \(rooms\[0\]\)"),
-    ("duplicate room names",
-     lambda d: d["rooms"][1].update(name="west"),
-     r"bad_map.yaml: rooms\[1\] \(west\): duplicate name 'west'"),
-    ("alias colliding with a landmark",
-     lambda d: d["landmarks"][0].update(aliases=["left"]),
-     r"bad_map.yaml: landmarks\[0\] \(lamp\): duplicate name 'left' \(already used by rooms\[0\] \(west\)\)"),
-    ("non-numeric field",
-     lambda d: d.update(bounds=[0, 0, "ten", 5]),
-     r"bad_map.yaml: bounds: must be a number, got 'ten'"),
-    ("unknown field",
-     lambda d: d["rooms"][0].update(aliasses=["x"]),
-     r"bad_map.yaml: rooms\[0\].aliasses: unknown field \(did you mean 'aliases'\?\)"),
-    ("door waypoint in a wall",
-     lambda d: d["doors"][0].update(waypoint=[5.0, 1.0]),
-     r"bad_map.yaml: doors\[0\].waypoint: \[5.0, 1.0\] lies inside a wall"),
-    ("rooms not connected",
-     lambda d: d.update(doors=[]),
-     r"bad_map.yaml: doors: rooms are not all connected"),
-    ("landmark in the wrong room",
-     lambda d: d["landmarks"][0].update(room="east"),
-     r"bad_map.yaml: landmarks\[0\].room: landmark 'lamp' at \[2.0, 2.0\] is not in room 'east'"),
-    ("start inside a wall",
-     lambda d: d["starts"].update(home=[5.0, 1.0, 0.0]),
-     r"bad_map.yaml: starts.home: start pose"),
-    ("wall outside bounds",
-     lambda d: d["walls"].append([[1, 1], [12, 1]]),
-     r"bad_map.yaml: walls\[2\]: end point \[12.0, 1.0\] lies outside bounds"),
+    (
+        "door naming an unknown room",
+        lambda d: d["doors"][0].update(rooms=["west", "easst"]),
+        r"bad_map.yaml: doors\[0\].rooms: unknown room 'easst' \(did you mean 'east'\?\)",
+    ),
+    (
+        "landmark inside a wall",
+        lambda d: d["landmarks"][0].update(position=[5.0, 1.0]),
+        r"bad_map.yaml: landmarks\[0\].position: landmark 'lamp' at \[5.0, 1.0\] lies inside a wall",
+    ),
+    (
+        "landmark outside every room",
+        lambda d: (
+            d["rooms"].__setitem__(0, {"name": "west", "rect": [0, 0, 4.8, 5]}),
+            d["landmarks"][0].update(position=[4.9, 4.0], room="west"),
+        ),
+        r"bad_map.yaml: landmarks\[0\].position: landmark 'lamp' at \[4.9, 4.0\] lies outside every room",
+    ),
+    (
+        "room polygon that does not close",
+        lambda d: d["rooms"].__setitem__(0, {"name": "west", "polygon": [[0, 0], [5, 0], [5, 5], [0, 5]]}),
+        r"bad_map.yaml: rooms\[0\].polygon: ring does not close",
+    ),
+    (
+        "overlapping rooms",
+        lambda d: d["rooms"][1].update(rect=[4, 0, 10, 5]),
+        r"bad_map.yaml: rooms\[1\]: room 'east' overlaps room 'west' \(rooms\[0\]\)",
+    ),
+    (
+        "duplicate room names",
+        lambda d: d["rooms"][1].update(name="west"),
+        r"bad_map.yaml: rooms\[1\] \(west\): duplicate name 'west'",
+    ),
+    (
+        "alias colliding with a landmark",
+        lambda d: d["landmarks"][0].update(aliases=["left"]),
+        r"bad_map.yaml: landmarks\[0\] \(lamp\): duplicate name 'left' \(already used by rooms\[0\] \(west\)\)",
+    ),
+    (
+        "non-numeric field",
+        lambda d: d.update(bounds=[0, 0, "ten", 5]),
+        r"bad_map.yaml: bounds: must be a number, got 'ten'",
+    ),
+    (
+        "unknown field",
+        lambda d: d["rooms"][0].update(aliasses=["x"]),
+        r"bad_map.yaml: rooms\[0\].aliasses: unknown field \(did you mean 'aliases'\?\)",
+    ),
+    (
+        "door waypoint in a wall",
+        lambda d: d["doors"][0].update(waypoint=[5.0, 1.0]),
+        r"bad_map.yaml: doors\[0\].waypoint: \[5.0, 1.0\] lies inside a wall",
+    ),
+    ("rooms not connected", lambda d: d.update(doors=[]), r"bad_map.yaml: doors: rooms are not all connected"),
+    (
+        "landmark in the wrong room",
+        lambda d: d["landmarks"][0].update(room="east"),
+        r"bad_map.yaml: landmarks\[0\].room: landmark 'lamp' at \[2.0, 2.0\] is not in room 'east'",
+    ),
+    (
+        "start inside a wall",
+        lambda d: d["starts"].update(home=[5.0, 1.0, 0.0]),
+        r"bad_map.yaml: starts.home: start pose",
+    ),
+    (
+        "wall outside bounds",
+        lambda d: d["walls"].append([[1, 1], [12, 1]]),
+        r"bad_map.yaml: walls\[2\]: end point \[12.0, 1.0\] lies outside bounds",
+    ),
 ]
 
 

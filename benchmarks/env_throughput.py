@@ -1,0 +1,161 @@
+"""Env steps per second against raw MuJoCo physics on the same compiled model and substeps.
+
+For each map: the rate of ``env.step`` (random actions, through ``gym.make``'s wrappers) against two
+references on the same compiled ``MjModel`` doing the same ``mj_step`` substeps per control step, on the
+same trajectory (same start, same commands):
+
+* ``raw_physics``: ``mj_step`` with sensors disabled (pure physics, the strict reference);
+* ``raw_mj_step``: ``mj_step`` as compiled, which also evaluates every rangefinder at each substep.
+
+Then SB3 vector envs (DummyVecEnv in process, SubprocVecEnv with one worker per core): total env steps/s.
+Target: env.step >= 50 % of ``raw_physics`` with the lidar included.
+
+    python benchmarks/env_throughput.py [--quick] [--no-record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+import sim  # noqa: F401
+from benchmarks._common import emit, interleaved_rates, record
+
+SENSOR_BIT = int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
+
+
+def single_env(map_name: str, n: int, rounds: int) -> dict[str, float]:
+    """Env vs raw physics on identical workloads: three copies of the env start from the same seed and
+    receive the same action sequence, so all three follow the same trajectory (sensors do not affect
+    dynamics), wall contacts included. No resets during timing (one long episode)."""
+    total = n * rounds + 1
+    envs = [gym.make("hrl/RoverNav-v0", map=map_name, max_steps=total + 1) for _ in range(3)]
+    for env in envs:
+        env.reset(seed=0)
+    u = envs[0].unwrapped
+    substeps = u.substeps
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(total, 2))
+    scale = np.array([u.robot.limits.max_linear_velocity, u.robot.limits.max_angular_velocity])
+    ctrls = actions * scale
+    lin, ang = (u.physics.model.actuator(name).id for name in ("drive_linear", "drive_angular"))
+
+    def stepper(case: str):
+        i = 0
+        if case == "env_step":
+            env = envs[0]
+
+            def step() -> None:
+                nonlocal i
+                env.step(actions[i])
+                i += 1
+        else:
+            physics = envs[1 if case == "raw_physics" else 2].unwrapped.physics
+            model, data = physics.model, physics.data
+            bit = SENSOR_BIT if case == "raw_physics" else 0
+
+            def step() -> None:
+                nonlocal i
+                data.ctrl[lin], data.ctrl[ang] = ctrls[i]
+                model.opt.disableflags |= bit
+                for _ in range(substeps):
+                    mujoco.mj_step(model, data)
+                model.opt.disableflags &= ~bit
+                i += 1
+
+        return step
+
+    rates = interleaved_rates({c: stepper(c) for c in ("env_step", "raw_physics", "raw_mj_step")}, n, rounds)
+    poses = [e.unwrapped.physics.pose() for e in envs]
+    if not (
+        np.allclose([poses[0].x, poses[0].y], [poses[1].x, poses[1].y], atol=1e-6)
+        and np.allclose([poses[0].x, poses[0].y], [poses[2].x, poses[2].y], atol=1e-6)
+    ):
+        raise RuntimeError(f"benchmark workloads diverged: {poses}")
+    for env in envs:
+        env.close()
+    return rates | {
+        "substeps": substeps,
+        "lidar_rays": u.robot.lidar.num_rays,
+        "walls": len(u.world.walls),
+        "ratio_vs_raw_physics": rates["env_step"] / rates["raw_physics"],
+        "ratio_vs_raw_mj_step": rates["env_step"] / rates["raw_mj_step"],
+    }
+
+
+def vector_env(kind: str, n_envs: int, steps: int) -> float:
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    vec_cls = DummyVecEnv if kind == "dummy" else SubprocVecEnv
+    venv = make_vec_env("hrl/RoverNav-v0", n_envs=n_envs, seed=0, vec_env_cls=vec_cls)
+    venv.reset()
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(steps, n_envs, 2))
+    for a in actions[:20]:  # warm-up (worker start, first reset)
+        venv.step(a)
+    t0 = time.perf_counter()
+    for a in actions:
+        venv.step(a)
+    elapsed = time.perf_counter() - t0
+    venv.close()
+    return steps * n_envs / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short run (< 1 minute)")
+    parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
+    parser.add_argument("--maps", nargs="+", default=["open", "apartment"])
+    args = parser.parse_args()
+    n, rounds, vec_steps = (300, 3, 300) if args.quick else (2000, 7, 2000)
+    workers = max(2, os.cpu_count() or 2)
+
+    figures: dict[str, object] = {"quick": args.quick}
+    for map_name in args.maps:
+        res = single_env(map_name, n, rounds)
+        figures[map_name] = {k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}
+        print(
+            f"{map_name:>10}: env.step {res['env_step']:8.0f}/s  raw physics {res['raw_physics']:8.0f}/s  "
+            f"raw mj_step {res['raw_mj_step']:8.0f}/s  -> {res['ratio_vs_raw_physics']:.0%} of raw physics, "
+            f"{res['ratio_vs_raw_mj_step']:.0%} of raw mj_step ({res['substeps']} substeps, {res['lidar_rays']} rays)"
+        )
+    figures["dummy_vec_env_steps_per_s"] = round(vector_env("dummy", workers, vec_steps), 1)
+    figures["subproc_vec_env_steps_per_s"] = round(vector_env("subproc", workers, vec_steps), 1)
+    figures["vec_envs"] = workers
+    print(
+        f"SB3 vector envs ({workers} envs): DummyVecEnv {figures['dummy_vec_env_steps_per_s']:.0f} env steps/s, "
+        f"SubprocVecEnv {figures['subproc_vec_env_steps_per_s']:.0f} env steps/s"
+    )
+    worst = min(figures[m]["ratio_vs_raw_physics"] for m in args.maps)  # type: ignore[index]
+    figures["target_met"] = worst >= 0.5
+    if not args.no_record:
+        cells = []
+        for m in args.maps:
+            f = figures[m]
+            cells.append(
+                f"{m}: {f['env_step']:.0f}/s = {f['ratio_vs_raw_physics']:.0%} of raw physics "  # type: ignore[index]
+                f"({f['raw_physics']:.0f}/s), {f['ratio_vs_raw_mj_step']:.0%} of raw mj_step"
+            )  # type: ignore[index]
+        record(
+            "env_throughput",
+            figures,
+            [
+                "<br>".join(cells),
+                f"{figures['dummy_vec_env_steps_per_s']:.0f} / {figures['subproc_vec_env_steps_per_s']:.0f}",
+                "yes" if figures["target_met"] else "**no**",
+            ],
+            ["env.step vs raw (per map)", f"vec env steps/s Dummy / Subproc ({workers} envs)", "target >= 50 %"],
+        )
+    emit(figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The benchmark scripts keep working (figures are measured by running them, not asserted here)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks import env_throughput
+from benchmarks._common import record
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_env_throughput_same_workload():
+    res = env_throughput.single_env("two_rooms", n=20, rounds=2)
+    assert res["env_step"] > 0 and res["raw_physics"] > 0 and res["raw_mj_step"] > 0
+    assert res["substeps"] == 10 and res["lidar_rays"] == 36
+
+
+def test_env_throughput_cli_prints_json_last(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "env_throughput.py"), "--quick", "--no-record", "--maps", "open"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=300,
+    ).stdout
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert set(figures) >= {"open", "dummy_vec_env_steps_per_s", "subproc_vec_env_steps_per_s", "target_met"}
+    assert figures["open"]["ratio_vs_raw_physics"] > 0
+
+
+def test_record_appends_rows(tmp_path, monkeypatch):
+    import benchmarks._common as common
+
+    results = tmp_path / "RESULTS.md"
+    monkeypatch.setattr(common, "RESULTS", results)
+    record("demo_bench", {}, ["1", "2"], ["a", "b"])
+    record("demo_bench", {}, ["3", "4"], ["a", "b"])
+    text = results.read_text()
+    assert text.count("## demo_bench") == 1
+    assert "| 1 | 2 |" in text and "| 3 | 4 |" in text
+    assert text.index("| 1 | 2 |") < text.index("| 3 | 4 |")
