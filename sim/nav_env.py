@@ -12,6 +12,7 @@ The high level sets goals with ``reset(options={"goal": (x, y)})`` or ``env.unwr
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -167,6 +168,12 @@ class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._set_goal(self.task.check_goal(goal))
         self._obs = self._observe()
         return self._obs
+
+    def set_local_goal_radius(self, radius: float) -> None:
+        """Change the radius of ``local`` goals from the next reset on (goal curricula use this)."""
+        config = replace(self.task.config, local_goal_radius=radius)
+        config.validate()
+        self.task.config = config
 
     @property
     def goal(self) -> np.ndarray:

@@ -1,0 +1,251 @@
+"""Typed configuration of low-level training and evaluation (plain dataclasses, no Hydra here).
+
+The Hydra CLIs (``hrl.train``, ``hrl.eval``) register these dataclasses as schemas in Hydra's
+ConfigStore, so a misspelt key (``algo.lerning_rate=...``) fails at composition; the ``validate``
+methods then check values. Library code receives these objects, never a DictConfig.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hrl.algorithms import ALGORITHMS, FEATURES
+
+
+def _positive(owner: str, name: str, value: Any, integer: bool = False) -> None:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
+        kind = "a positive integer" if integer else "a positive number"
+        raise ValueError(f"{_key(owner, name)} must be {kind}, got {value!r}")
+
+
+def _choice(owner: str, name: str, value: Any, options: Any) -> None:
+    if value not in options:
+        raise ValueError(f"{_key(owner, name)} must be one of {sorted(options)}, got {value!r}")
+
+
+def _key(owner: str, name: str) -> str:
+    return f"{owner}.{name}" if owner else name
+
+
+@dataclass
+class EnvConfig:
+    """Arguments of ``hrl/RoverNav-v0`` (see docs/environment.md)."""
+
+    id: str = "hrl/RoverNav-v0"
+    map: str = "open"
+    backend: str = "mujoco"
+    goal_mode: str = "local"
+    local_goal_radius: float = 2.0
+    success_radius: float = 0.25
+    control_hz: float = 10.0
+    physics_dt: float = 0.01
+    max_steps: int = 100
+    reward_type: str = "sparse"
+    collision_penalty: float = 0.0
+
+    def validate(self) -> None:
+        _positive("env", "max_steps", self.max_steps, integer=True)
+        for name in ("local_goal_radius", "success_radius", "control_hz", "physics_dt"):
+            _positive("env", name, getattr(self, name))
+        # The env validates the rest (map name, goal mode, ...) with messages that list the options.
+
+    def make_kwargs(self, robot: RobotConfig) -> dict[str, Any]:
+        """Keyword arguments for ``gym.make(self.id, ...)``."""
+        kwargs: dict[str, Any] = {
+            "map": self.map,
+            "robot": robot.name,
+            "backend": self.backend,
+            "goal_mode": self.goal_mode,
+            "local_goal_radius": self.local_goal_radius,
+            "success_radius": self.success_radius,
+            "control_hz": self.control_hz,
+            "physics_dt": self.physics_dt,
+            "max_steps": self.max_steps,
+            "reward_type": self.reward_type,
+            "collision_penalty": self.collision_penalty,
+        }
+        for name in ("lidar_rays", "lidar_fov_deg", "lidar_max_range"):
+            if getattr(robot, name) is not None:
+                kwargs[name] = getattr(robot, name)
+        return kwargs
+
+
+@dataclass
+class RobotConfig:
+    name: str = "rover"
+    lidar_rays: int | None = None
+    lidar_fov_deg: float | None = None
+    lidar_max_range: float | None = None
+
+
+@dataclass
+class AlgoConfig:
+    """Hyper-parameters; ``None`` means "the stable-baselines3 default". Fields of other algorithms
+    are ignored (off-policy: buffer / tau / train_freq / HER; on-policy: n_steps / n_epochs / clip)."""
+
+    name: str = "sac_her"
+    features: str = "goal_frame"
+    net_arch: list[int] = field(default_factory=lambda: [64, 64])
+    learning_rate: float | None = 1e-3
+    batch_size: int | None = 256
+    gamma: float | None = 0.95
+    # off-policy (SAC, TD3, TQC)
+    buffer_size: int | None = 200_000
+    learning_starts: int | None = 1000
+    tau: float | None = 0.05
+    train_freq: int | None = 1
+    gradient_steps: int | None = 1
+    ent_coef: str | None = None
+    action_noise_std: float | None = None
+    her: bool = True
+    n_sampled_goal: int = 4
+    goal_selection_strategy: str = "future"
+    top_quantiles_to_drop_per_net: int | None = None
+    # on-policy (PPO)
+    n_steps: int | None = None
+    n_epochs: int | None = None
+    clip_range: float | None = None
+
+    def validate(self) -> None:
+        _choice("algo", "name", self.name, ALGORITHMS)
+        _choice("algo", "features", self.features, FEATURES)
+        _choice("algo", "goal_selection_strategy", self.goal_selection_strategy, {"future", "final", "episode"})
+        if not self.net_arch or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.net_arch):
+            raise ValueError(f"algo.net_arch must be a non-empty list of positive layer sizes, got {self.net_arch!r}")
+        for name in ("learning_rate", "gamma", "tau", "action_noise_std", "clip_range"):
+            if getattr(self, name) is not None:
+                _positive("algo", name, getattr(self, name))
+        for name in ("batch_size", "buffer_size", "train_freq", "n_steps", "n_epochs"):
+            if getattr(self, name) is not None:
+                _positive("algo", name, getattr(self, name), integer=True)
+        if self.gradient_steps is not None and (self.gradient_steps == 0 or self.gradient_steps < -1):
+            raise ValueError(
+                f"algo.gradient_steps must be >= 1 or -1 (as many as env steps), got {self.gradient_steps}"
+            )
+        if self.gamma is not None and self.gamma > 1:
+            raise ValueError(f"algo.gamma must be in (0, 1], got {self.gamma}")
+        _positive("algo", "n_sampled_goal", self.n_sampled_goal, integer=True)
+
+
+@dataclass
+class EvalConfig:
+    every_steps: int = 2000
+    episodes: int = 30
+    video_episodes: int = 3
+    seed: int = 10_000
+
+    def validate(self) -> None:
+        _positive("eval", "every_steps", self.every_steps, integer=True)
+        _positive("eval", "episodes", self.episodes, integer=True)
+        if self.video_episodes < 0:
+            raise ValueError(f"eval.video_episodes must be >= 0, got {self.video_episodes}")
+
+
+@dataclass
+class CheckpointConfig:
+    every_steps: int = 5000
+    keep: int = 2
+
+    def validate(self) -> None:
+        _positive("checkpoint", "every_steps", self.every_steps, integer=True)
+        _positive("checkpoint", "keep", self.keep, integer=True)
+
+
+@dataclass
+class CurriculumConfig:
+    """Grow the local goal radius from ``start_radius`` to ``env.local_goal_radius`` by ``growth``
+    whenever the success rate of the last ``window`` training episodes reaches ``threshold``."""
+
+    enabled: bool = False
+    start_radius: float = 0.75
+    growth: float = 1.5
+    threshold: float = 0.8
+    window: int = 50
+
+    def validate(self, env: EnvConfig) -> None:
+        if not self.enabled:
+            return
+        if env.goal_mode != "local":
+            raise ValueError(f"curriculum needs env.goal_mode=local, got {env.goal_mode!r}")
+        _positive("curriculum", "start_radius", self.start_radius)
+        _positive("curriculum", "window", self.window, integer=True)
+        if self.growth <= 1.0:
+            raise ValueError(f"curriculum.growth must be > 1, got {self.growth}")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"curriculum.threshold must be in (0, 1], got {self.threshold}")
+        if self.start_radius > env.local_goal_radius:
+            raise ValueError(
+                f"curriculum.start_radius ({self.start_radius}) exceeds env.local_goal_radius ({env.local_goal_radius})"
+            )
+        if self.start_radius <= 2 * env.success_radius:
+            raise ValueError(
+                f"curriculum.start_radius ({self.start_radius}) must exceed twice "
+                f"env.success_radius ({env.success_radius})"
+            )
+
+
+@dataclass
+class TrainConfig:
+    env: EnvConfig = field(default_factory=EnvConfig)
+    robot: RobotConfig = field(default_factory=RobotConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    experiment_name: str = "default"
+    seed: int = 0
+    total_steps: int = 30_000
+    n_envs: int = 1
+    vec_env: str = "dummy"
+    torch_threads: int = 1
+    device: str = "cpu"
+    tensorboard: bool = True
+    progress_bar: bool = True
+    resume: str | None = None
+
+    def validate(self) -> None:
+        self.env.validate()
+        self.algo.validate()
+        self.eval.validate()
+        self.checkpoint.validate()
+        self.curriculum.validate(self.env)
+        _positive("", "total_steps", self.total_steps, integer=True)
+        _positive("", "n_envs", self.n_envs, integer=True)
+        _positive("", "torch_threads", self.torch_threads, integer=True)
+        _choice("", "vec_env", self.vec_env, {"dummy", "subproc"})
+        _choice("", "device", self.device, {"cpu", "cuda", "auto"})
+        spec = ALGORITHMS[self.algo.name]
+        starts = self.algo.learning_starts
+        if spec.off_policy and self.algo.her and starts is not None and starts <= self.env.max_steps:
+            raise ValueError(
+                f"algo.learning_starts ({starts}) must exceed env.max_steps "
+                f"({self.env.max_steps}): HER samples goals from complete episodes"
+            )
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a checkpoint must agree with to be resumed: the env, robot and algorithm."""
+        from dataclasses import asdict
+
+        return {"env": asdict(self.env), "robot": asdict(self.robot), "algo": asdict(self.algo)}
+
+
+@dataclass
+class EvalRunConfig:
+    """``hrl-eval``: a policy checkpoint evaluated on an env."""
+
+    policy: str = "shipped:rover_local"
+    env: EnvConfig = field(default_factory=EnvConfig)
+    robot: RobotConfig | None = None
+    episodes: int = 50
+    video_episodes: int = 3
+    seed: int = 20_000
+    progress_bar: bool = True
+
+    def validate(self) -> None:
+        self.env.validate()
+        _positive("", "episodes", self.episodes, integer=True)
+        if self.video_episodes < 0:
+            raise ValueError(f"video_episodes must be >= 0, got {self.video_episodes}")

@@ -1,0 +1,101 @@
+"""``hrl-eval``: evaluate a policy checkpoint on a map and goal mode (Hydra config: configs/eval.yaml).
+
+Prints a summary and writes ``summary.json`` (success rate, mean steps, collisions, episodes) and
+``eval.mp4`` into the run directory (``runs/eval/<time>/``).
+
+    hrl-eval                                               # shipped policy, local goals, open map
+    hrl-eval policy=runs/train/rover_local/<time> env=apartment_local episodes=100
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from hrl.config import EvalRunConfig
+from hrl.train import CONFIG_DIR, register_schemas
+
+
+def fail(message: str) -> None:
+    print(f"hrl-eval: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
+    """Evaluate ``config.policy`` on ``config.env``; returns the summary written to summary.json."""
+    import gymnasium as gym
+
+    import sim  # noqa: F401
+    from hrl.evaluation import evaluate
+    from hrl.policy import GoalPolicy
+    from hrl.video import write_video
+
+    config.validate()
+    policy = GoalPolicy.load(config.policy)
+    robot = config.robot or policy.robot_config
+    kwargs = config.env.make_kwargs(robot)
+    env = gym.make(config.env.id, render_mode="rgb_array" if config.video_episodes else None, **kwargs)
+    policy.check_compatible(env.observation_space)
+    summary, frames = evaluate(
+        policy,
+        env,
+        config.episodes,
+        seed=config.seed,
+        record_episodes=config.video_episodes,
+        progress=config.progress_bar,
+    )
+    env.close()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "policy": str(policy.path),
+        "env": kwargs,
+        "episodes": summary.episodes,
+        "success_rate": summary.success_rate,
+        "mean_steps": summary.mean_steps,
+        "mean_steps_successful": summary.mean_steps_successful,
+        "collisions": summary.collisions,
+        "episodes_with_collision": summary.episodes_with_collision,
+        "collision_free_rate": 1.0 - summary.episodes_with_collision / summary.episodes,
+        "mean_final_distance": summary.mean_final_distance,
+        "per_episode": summary.to_dict()["per_episode"],
+    }
+    tmp = out_dir / ".summary.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(out_dir / "summary.json")
+    if frames:
+        write_video(frames, out_dir / "eval.mp4", fps=config.env.control_hz)
+    return doc
+
+
+def _task(cfg) -> float:  # type: ignore[no-untyped-def]
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    config: EvalRunConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        doc = run_evaluation(replace(config), out_dir)
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))
+    print(
+        f"[hrl-eval] {doc['policy']} on {config.env.map} ({config.env.goal_mode} goals): "
+        f"success {doc['success_rate']:.0%} over {doc['episodes']} episodes, mean steps {doc['mean_steps']:.1f}, "
+        f"episodes with a wall contact {doc['episodes_with_collision']} -> {out_dir}"
+    )
+    return doc["success_rate"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import hydra
+
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    register_schemas()
+    hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="eval")(_task)()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

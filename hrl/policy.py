@@ -1,0 +1,101 @@
+"""Goal-conditioned policies loaded from a checkpoint with their config beside it.
+
+Every model ``hrl-train`` writes (``final_model.zip``, ``best_model.zip``, shipped policies) has a
+``<name>.policy.yaml`` beside it naming the algorithm and the env/robot configuration it was trained
+with, so ``GoalPolicy.load(path)`` needs nothing else.
+
+    policy = GoalPolicy.load("shipped:rover_local")
+    action = policy.act(observation, goal)      # observation vector + (x, y) goal -> (v, w) in [-1, 1]
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from hrl.algorithms import algorithm
+from hrl.config import AlgoConfig, EnvConfig, RobotConfig
+
+SHIPPED_DIR = Path(__file__).resolve().parent / "policies"
+
+
+def sidecar_path(model_path: Path) -> Path:
+    return model_path.with_name(model_path.name.removesuffix(".zip") + ".policy.yaml")
+
+
+def write_sidecar(model_path: Path, env: EnvConfig, robot: RobotConfig, algo: AlgoConfig, **extra: Any) -> Path:
+    path = sidecar_path(model_path)
+    doc = {"algo": asdict(algo), "env": asdict(env), "robot": asdict(robot), **extra}
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    tmp.replace(path)
+    return path
+
+
+def resolve_policy_path(spec: str | Path) -> Path:
+    """``shipped:<name>`` (a policy shipped in hrl/policies/), a model ``.zip``, or a run directory."""
+    text = str(spec)
+    if text.startswith("shipped:"):
+        name = text.split(":", 1)[1]
+        path = SHIPPED_DIR / name / "model.zip"
+        if not path.is_file():
+            known = sorted(p.parent.name for p in SHIPPED_DIR.glob("*/model.zip"))
+            raise ValueError(f"unknown shipped policy {name!r}; shipped: {', '.join(known) or 'none'}")
+        return path
+    path = Path(text)
+    if path.is_dir():
+        for candidate in ("best_model.zip", "final_model.zip"):
+            if (path / candidate).is_file():
+                return path / candidate
+        raise FileNotFoundError(f"no best_model.zip or final_model.zip in run directory {path}")
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"policy file {path} does not exist (give a model .zip, a run directory or shipped:<name>)"
+        )
+    return path
+
+
+class GoalPolicy:
+    """A trained low-level policy: ``act(observation, goal) -> action``."""
+
+    def __init__(self, model: Any, env: EnvConfig, robot: RobotConfig, algo: AlgoConfig, path: Path) -> None:
+        self.model = model
+        self.env_config = env
+        self.robot_config = robot
+        self.algo_config = algo
+        self.path = path
+
+    @classmethod
+    def load(cls, spec: str | Path, device: str = "cpu") -> GoalPolicy:
+        path = resolve_policy_path(spec)
+        meta_path = sidecar_path(path)
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{path} has no {meta_path.name} beside it (the config it was trained with)")
+        meta = yaml.safe_load(meta_path.read_text())
+        algo = AlgoConfig(**meta["algo"])
+        env = EnvConfig(**meta["env"])
+        robot = RobotConfig(**meta["robot"])
+        model = algorithm(algo.name).load_class().load(path, device=device)
+        return cls(model, env, robot, algo, path)
+
+    def check_compatible(self, observation_space: Any) -> None:
+        """Raise if an env's observations differ from those the policy was trained on."""
+        expected = self.model.observation_space["observation"].shape
+        got = observation_space["observation"].shape
+        if expected != got:
+            raise ValueError(
+                f"policy {self.path} expects observations of shape {expected} (lidar rays "
+                f"{self.robot_config.lidar_rays or 'robot default'}), the env gives {got}; use the same robot and lidar"
+            )
+
+    def act(self, observation: np.ndarray, goal: Any) -> np.ndarray:
+        obs = np.asarray(observation, dtype=np.float32)
+        return self({"observation": obs, "achieved_goal": obs[:2], "desired_goal": np.asarray(goal, np.float32)})
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        action, _ = self.model.predict(obs, deterministic=True)
+        return action

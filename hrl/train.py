@@ -1,0 +1,116 @@
+"""``hrl-train``: train a low-level goal-conditioned policy, configured with Hydra (configs/config.yaml).
+
+    hrl-train                                      # defaults: SAC + HER, local goals in the open map
+    hrl-train experiment=rover_local               # the recipe of the shipped policy
+    hrl-train algo=tqc_her env=two_rooms_local total_steps=50000 n_envs=2
+    hrl-train -m seed=0,1 hydra/launcher=joblib    # local parallel sweep
+    hrl-train resume=runs/train/rover_local/2026-12-02_11-00-00   # continue an interrupted run
+
+The Hydra-specific part lives here only; :func:`hrl.training.train` takes a typed ``TrainConfig``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hrl.config import TrainConfig
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def register_schemas() -> None:
+    """Typed schemas: unknown keys and wrongly typed values fail at composition."""
+    from hydra.core.config_store import ConfigStore
+
+    from hrl.config import EvalRunConfig
+
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="eval_schema", node=EvalRunConfig)
+
+
+def fail(message: str) -> None:
+    print(f"hrl-train: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _task(cfg) -> float:  # type: ignore[no-untyped-def]
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from hrl.training import RunDirectoryError, train
+
+    config: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        config.validate()
+        result = train(config, run_dir)
+    except (ValueError, RunDirectoryError, FileNotFoundError) as err:
+        fail(str(err))
+    print(
+        f"[hrl-train] done: {result.num_timesteps} steps in {result.wall_time_s / 60:.1f} min, final success "
+        f"{result.final_success:.0%} (best {result.best_success:.0%}) -> {run_dir}"
+    )
+    return result.final_success
+
+
+def resume(run_dir: Path, overrides: list[str]) -> int:
+    """Continue a run with its own saved config; only ``total_steps`` may be changed."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from hrl.training import RunDirectoryError, train
+
+    allowed = {"total_steps"}
+    extra: dict[str, str] = {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key not in allowed:
+            fail(f"resume continues a run with its own config; only {sorted(allowed)} may be overridden, got {item!r}")
+        extra[key] = value
+    saved = run_dir / ".hydra" / "config.yaml"
+    if not run_dir.is_dir():
+        fail(f"resume={run_dir}: no such directory")
+    if not saved.is_file():
+        fail(f"resume={run_dir}: {saved} is missing; not a hrl-train run directory")
+    try:
+        base = OmegaConf.structured(TrainConfig)
+        cfg = OmegaConf.merge(
+            base, OmegaConf.load(saved), OmegaConf.from_dotlist([f"{k}={v}" for k, v in extra.items()])
+        )
+        config: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except OmegaConfBaseException as err:
+        fail(f"resume={run_dir}: its saved config does not match this version's schema: {err}")
+    try:
+        result = train(config, run_dir, resume=True)
+    except (ValueError, RunDirectoryError, FileNotFoundError) as err:
+        fail(str(err))
+    print(f"[hrl-train] done: {result.num_timesteps} steps, final success {result.final_success:.0%} -> {run_dir}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    resumes = [a for a in args if a.startswith("resume=")]
+    if resumes:
+        rest = [a for a in args if not a.startswith("resume=")]
+        return resume(Path(resumes[0].split("=", 1)[1]), rest)
+    for arg in args:
+        if arg.startswith("hydra.run.dir="):
+            from hrl.training import RunDirectoryError, check_fresh_run_dir
+
+            try:
+                check_fresh_run_dir(Path(arg.split("=", 1)[1]))
+            except RunDirectoryError as err:
+                fail(str(err))
+    import hydra
+
+    register_schemas()
+    sys.argv = [sys.argv[0], *args]
+    hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")(_task)()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""Train a low-level goal-conditioned policy: the library behind ``hrl-train`` (no Hydra in here).
+
+``train(config, run_dir)`` builds the vector env, the algorithm (with HER for off-policy algorithms)
+and the callbacks, learns, and leaves in ``run_dir``: ``checkpoints/``, ``metrics.csv``,
+``best_model.zip`` and ``final_model.zip`` (each with its ``.policy.yaml``), ``learning_curve.png``,
+``eval.mp4`` and ``summary.json``. ``train(config, run_dir, resume=True)`` continues an interrupted run
+from its last checkpoint and ends at the configured total.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3.common.callbacks import CallbackList
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.noise import NormalActionNoise
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+import sim  # noqa: F401  (registers the env ids)
+from hrl.algorithms import AlgorithmSpec, algorithm, features_class
+from hrl.callbacks import (
+    Clock,
+    GoalCurriculum,
+    PeriodicCheckpoint,
+    PeriodicEvaluation,
+    RunState,
+    truncate_metrics,
+)
+from hrl.checkpoint import latest_checkpoint, load_rng, read_state, restore_rng
+from hrl.config import AlgoConfig, TrainConfig
+from hrl.evaluation import evaluate
+from hrl.plots import plot_learning_curve
+from hrl.policy import write_sidecar
+from hrl.video import write_video
+
+METRICS = "metrics.csv"
+
+
+class RunDirectoryError(ValueError):
+    """A run directory cannot be used as asked (would overwrite a run, or has nothing to resume)."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    num_timesteps: int
+    wall_time_s: float
+    best_success: float
+    final_success: float
+    interrupted: bool
+
+
+def make_training_env(config: TrainConfig, seed: int) -> VecEnv:
+    vec_cls = DummyVecEnv if config.vec_env == "dummy" else SubprocVecEnv
+    return make_vec_env(
+        config.env.id,
+        n_envs=config.n_envs,
+        seed=seed,
+        vec_env_cls=vec_cls,
+        env_kwargs=config.env.make_kwargs(config.robot),
+    )
+
+
+def algorithm_kwargs(
+    algo: AlgoConfig, spec: AlgorithmSpec, n_actions: int, total_steps: int | None = None
+) -> dict[str, Any]:
+    """SB3 constructor arguments from the config; ``None`` fields are left to SB3's defaults."""
+    policy_kwargs: dict[str, Any] = {"net_arch": list(algo.net_arch)}
+    extractor = features_class(algo.features)
+    if extractor is not None:
+        policy_kwargs["features_extractor_class"] = extractor
+    kwargs: dict[str, Any] = {"policy_kwargs": policy_kwargs}
+    common = ["learning_rate", "batch_size", "gamma"]
+    specific = (
+        ["buffer_size", "learning_starts", "tau", "train_freq", "gradient_steps"]
+        if spec.off_policy
+        else ["n_steps", "n_epochs", "clip_range"]
+    )
+    for name in common + specific:
+        if getattr(algo, name) is not None:
+            kwargs[name] = getattr(algo, name)
+    if total_steps is not None and "buffer_size" in kwargs:
+        # SB3 allocates (and checkpoints) the whole buffer: never larger than the run can fill.
+        kwargs["buffer_size"] = min(kwargs["buffer_size"], total_steps)
+    if spec.off_policy:
+        if algo.her:
+            from stable_baselines3 import HerReplayBuffer
+
+            kwargs["replay_buffer_class"] = HerReplayBuffer
+            kwargs["replay_buffer_kwargs"] = {
+                "n_sampled_goal": algo.n_sampled_goal,
+                "goal_selection_strategy": algo.goal_selection_strategy,
+            }
+        if algo.ent_coef is not None and spec.name in ("sac_her", "tqc_her"):
+            kwargs["ent_coef"] = algo.ent_coef if algo.ent_coef.startswith("auto") else float(algo.ent_coef)
+        if algo.action_noise_std is not None:
+            kwargs["action_noise"] = NormalActionNoise(np.zeros(n_actions), algo.action_noise_std * np.ones(n_actions))
+        if algo.top_quantiles_to_drop_per_net is not None and spec.name == "tqc_her":
+            kwargs["top_quantiles_to_drop_per_net"] = algo.top_quantiles_to_drop_per_net
+    return kwargs
+
+
+def build_model(config: TrainConfig, venv: VecEnv, tensorboard_log: str | None) -> Any:
+    spec = algorithm(config.algo.name)
+    cls = spec.load_class()
+    kwargs = algorithm_kwargs(config.algo, spec, venv.action_space.shape[0], config.total_steps)
+    return cls(
+        "MultiInputPolicy",
+        venv,
+        seed=config.seed,
+        device=config.device,
+        verbose=0,
+        tensorboard_log=tensorboard_log,
+        **kwargs,
+    )
+
+
+def check_fresh_run_dir(run_dir: Path) -> None:
+    """Refuse to start a new run where one already is (nothing is ever silently overwritten)."""
+    existing = [name for name in ("checkpoints", METRICS, "final_model.zip") if (run_dir / name).exists()]
+    if existing:
+        raise RunDirectoryError(
+            f"run directory {run_dir} already holds a training run ({', '.join(existing)}); "
+            f"continue it with resume={run_dir} or choose a new directory"
+        )
+
+
+def train(config: TrainConfig, run_dir: Path, *, resume: bool = False) -> TrainResult:
+    config.validate()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec = algorithm(config.algo.name)
+    torch.set_num_threads(config.torch_threads)
+    tb_log = str(run_dir / "tensorboard") if config.tensorboard else None
+
+    checkpoint = None
+    if resume:
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise RunDirectoryError(f"cannot resume {run_dir}: it has no checkpoint (checkpoints/latest missing)")
+        saved = read_state(checkpoint)
+        if saved.get("fingerprint") != _jsonable(config.fingerprint()):
+            raise RunDirectoryError(
+                f"cannot resume {run_dir}: checkpoint {checkpoint.name} was written with a different env, robot or "
+                "algorithm config than this run's; nothing was changed"
+            )
+        state = RunState(**{k: v for k, v in saved.items() if k in RunState.__dataclass_fields__})
+    else:
+        check_fresh_run_dir(run_dir)
+        state = RunState(fingerprint=_jsonable(config.fingerprint()))
+
+    _append_run_info(run_dir, resumed=checkpoint is not None)
+    venv = make_training_env(config, seed=config.seed)
+    if checkpoint is not None:
+        model = spec.load_class().load(checkpoint / "model.zip", env=venv, device=config.device, tensorboard_log=tb_log)
+        if spec.off_policy and (checkpoint / "replay_buffer.pkl").exists():
+            model.load_replay_buffer(checkpoint / "replay_buffer.pkl")
+            if config.algo.her:
+                model.replay_buffer.truncate_last_trajectory()  # the interrupted episode does not continue
+        restore_rng(venv, load_rng(checkpoint))
+        truncate_metrics(run_dir / METRICS, model.num_timesteps)
+        print(f"[hrl-train] resuming {run_dir} from {checkpoint.name} (step {model.num_timesteps})")
+    else:
+        model = build_model(config, venv, tb_log)
+
+    clock = Clock(state.wall_time_offset_s)
+    env_kwargs = config.env.make_kwargs(config.robot)
+    eval_env = gym.make(config.env.id, **env_kwargs)
+
+    def save_best(m: Any) -> None:
+        _save_model(m, run_dir / "best_model.zip", config, steps=m.num_timesteps)
+
+    evaluation = PeriodicEvaluation(
+        eval_env,
+        state,
+        clock,
+        every_steps=config.eval.every_steps,
+        episodes=config.eval.episodes,
+        seed=config.eval.seed,
+        metrics_path=run_dir / METRICS,
+        save_best=save_best,
+    )
+    checkpointing = PeriodicCheckpoint(
+        run_dir,
+        state,
+        clock,
+        every_steps=config.checkpoint.every_steps,
+        keep=config.checkpoint.keep,
+        replay_buffer=spec.off_policy,
+    )
+    callbacks = [evaluation, checkpointing]
+    if config.curriculum.enabled:
+        callbacks.append(GoalCurriculum(config.curriculum, state, config.env.local_goal_radius))
+    if checkpoint is None:
+        state.next_checkpoint = config.checkpoint.every_steps
+
+    remaining = config.total_steps - model.num_timesteps
+    interrupted = False
+    if remaining > 0:
+        previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        try:
+            model.learn(
+                total_timesteps=remaining,
+                callback=CallbackList(callbacks),
+                reset_num_timesteps=checkpoint is None,
+                progress_bar=config.progress_bar,
+                tb_log_name=config.algo.name,
+            )
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    if interrupted:
+        path = checkpointing.save()
+        print(
+            f"[hrl-train] interrupted at step {model.num_timesteps}; checkpoint {path.name} written. "
+            f"Continue with: hrl-train resume={run_dir}"
+        )
+        venv.close()
+        eval_env.close()
+        return TrainResult(run_dir, model.num_timesteps, clock(), state.best_success, float("nan"), True)
+
+    final = evaluation.evaluate_now() if _last_eval_step(run_dir) != model.num_timesteps else None
+    checkpointing.save()
+    _save_model(model, run_dir / "final_model.zip", config, steps=model.num_timesteps)
+    final_success = final["success_rate"] if final else _last_eval_success(run_dir)
+    plot_learning_curve(
+        run_dir / METRICS,
+        run_dir / "learning_curve.png",
+        title=f"{config.experiment_name}: {config.algo.name} on {config.env.map}",
+    )
+    if config.eval.video_episodes > 0:
+        video_env = gym.make(config.env.id, render_mode="rgb_array", **env_kwargs)
+        _, frames = evaluate(
+            lambda obs: model.predict(obs, deterministic=True)[0],
+            video_env,
+            config.eval.video_episodes,
+            seed=config.eval.seed,
+            record_episodes=config.eval.video_episodes,
+            progress=False,
+        )
+        write_video(frames, run_dir / "eval.mp4", fps=config.env.control_hz)
+        video_env.close()
+    result = TrainResult(run_dir, model.num_timesteps, clock(), state.best_success, final_success, False)
+    (run_dir / "summary.json").write_text(json.dumps(asdict(result) | {"run_dir": str(run_dir)}, indent=2))
+    venv.close()
+    eval_env.close()
+    return result
+
+
+def _save_model(model: Any, path: Path, config: TrainConfig, steps: int) -> None:
+    tmp = path.with_name(f".{path.stem}.tmp.zip")
+    model.save(tmp)
+    tmp.replace(path)
+    write_sidecar(
+        path,
+        config.env,
+        config.robot,
+        config.algo,
+        trained_steps=int(steps),
+        experiment=config.experiment_name,
+        seed=config.seed,
+    )
+
+
+def _append_run_info(run_dir: Path, resumed: bool) -> None:
+    """Record what produced this run (command, commit, versions); one entry per start or resume."""
+    import platform
+    import subprocess
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    versions = {}
+    for pkg in ("stable-baselines3", "sb3-contrib", "torch", "mujoco", "gymnasium", "hydra-core"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    entry = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "resumed": resumed,
+        "command": " ".join(["hrl-train", *sys.argv[1:]]),
+        "commit": git("rev-parse", "HEAD"),
+        "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "versions": versions,
+    }
+    path = run_dir / "run_info.json"
+    history = json.loads(path.read_text()) if path.exists() else []
+    history.append(entry)
+    path.write_text(json.dumps(history, indent=2))
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def _last_eval_step(run_dir: Path) -> int | None:
+    from hrl.plots import read_metrics
+
+    path = run_dir / METRICS
+    rows = read_metrics(path) if path.exists() else []
+    return int(rows[-1]["step"]) if rows else None
+
+
+def _last_eval_success(run_dir: Path) -> float:
+    from hrl.plots import read_metrics
+
+    return float(read_metrics(run_dir / METRICS)[-1]["success_rate"])
+
+
+__all__ = ["RunDirectoryError", "TrainResult", "build_model", "check_fresh_run_dir", "train"]

@@ -1,0 +1,134 @@
+"""Hydra composition of configs/: typed schemas, every group option, clear errors for typos."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from hrl.config import EvalRunConfig, TrainConfig
+from hrl.train import CONFIG_DIR, register_schemas
+
+register_schemas()
+
+
+def compose_train(overrides=(), config_name="config", return_hydra_config=False):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose(config_name=config_name, overrides=list(overrides), return_hydra_config=return_hydra_config)
+
+
+def to_train_config(cfg) -> TrainConfig:
+    config = OmegaConf.to_object(cfg)
+    assert isinstance(config, TrainConfig)
+    return config
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def test_default_config_is_valid():
+    config = to_train_config(compose_train())
+    config.validate()
+    assert config.algo.name == "sac_her" and config.env.map == "open"
+
+
+@pytest.mark.parametrize("algo", group_options("algo"))
+def test_every_algo_composes_and_builds(algo):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from hrl.training import build_model
+
+    assert {"sac_her", "td3_her", "tqc_her", "ppo"} <= set(group_options("algo"))
+    config = to_train_config(compose_train([f"algo={algo}", "total_steps=5000"]))
+    config.validate()
+    venv = make_vec_env(config.env.id, n_envs=1, env_kwargs=config.env.make_kwargs(config.robot))
+    model = build_model(config, venv, tensorboard_log=None)
+    assert type(model).__name__.lower() == algo.split("_")[0]
+    assert (type(model.replay_buffer).__name__ == "HerReplayBuffer") == config.algo.her if config.algo.her else True
+    venv.close()
+
+
+@pytest.mark.parametrize("env", group_options("env"))
+def test_every_env_option_makes_an_env(env):
+    import gymnasium as gym
+
+    config = to_train_config(compose_train([f"env={env}"]))
+    config.env.validate()
+    gym.make(config.env.id, **config.env.make_kwargs(config.robot)).reset(seed=0)
+
+
+def test_experiment_rover_local():
+    config = to_train_config(compose_train(["experiment=rover_local"]))
+    config.validate()
+    assert config.experiment_name == "rover_local"
+    assert config.env.map == "open" and config.env.local_goal_radius == 2.5
+
+
+def test_typo_in_key_fails_before_training():
+    with pytest.raises(ConfigCompositionException, match="lerning_rate"):
+        compose_train(["algo.lerning_rate=0.1"])
+
+
+def test_unknown_group_option_lists_valid_ones():
+    with pytest.raises(ConfigCompositionException, match=r"(?s)sac_herr.*Available options.*sac_her"):
+        compose_train(["algo=sac_herr"])
+
+
+def test_wrong_type_fails():
+    with pytest.raises(ConfigCompositionException, match="total_steps"):
+        compose_train(["total_steps=lots"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["algo.learning_rate=-1"], "algo.learning_rate must be a positive number"),
+        (["algo.name=a2c"], r"algo.name must be one of \['ppo', 'sac_her', 'td3_her', 'tqc_her'\]"),
+        (["algo.learning_starts=50"], "must exceed env.max_steps"),
+        (["n_envs=0"], "n_envs must be a positive integer"),
+        (["vec_env=ray"], "vec_env must be one of"),
+        (["curriculum.enabled=true", "curriculum.start_radius=5.0"], "exceeds env.local_goal_radius"),
+        (["algo.features=cnn"], "algo.features must be one of"),
+    ],
+)
+def test_bad_values_rejected(overrides, message):
+    config = to_train_config(compose_train(overrides))
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+
+
+@pytest.mark.parametrize("launcher", ["joblib", "ray", "submitit_slurm"])
+def test_launcher_presets_compose(launcher):
+    cfg = compose_train([f"hydra/launcher={launcher}"], return_hydra_config=True)
+    target = cfg.hydra.launcher._target_
+    assert target.startswith(f"hydra_plugins.hydra_{launcher.split('_')[0]}_launcher.")
+
+
+@pytest.mark.parametrize(
+    ("launcher", "module", "schema"),
+    [
+        ("joblib", "hydra_plugins.hydra_joblib_launcher.config", "JobLibLauncherConf"),
+        ("ray", "hydra_plugins.hydra_ray_launcher._config", "RayLauncherConf"),
+        ("submitit_slurm", "hydra_plugins.hydra_submitit_launcher.config", "SlurmQueueConf"),
+    ],
+)
+def test_launcher_presets_match_plugin_schemas(launcher, module, schema):
+    """Our presets replace the plugins' own configs: they must name only keys the plugin knows."""
+    import importlib
+
+    plugin = pytest.importorskip(module)
+    keys = set(OmegaConf.structured(getattr(plugin, schema)).keys())
+    preset = OmegaConf.load(Path(CONFIG_DIR) / "hydra" / "launcher" / f"{launcher}.yaml")
+    assert set(preset.keys()) <= keys
+    assert preset._target_ == OmegaConf.structured(getattr(plugin, schema))._target_
+    importlib.import_module(preset._target_.rsplit(".", 1)[0])
+
+
+def test_eval_config_composes():
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(config_name="eval", overrides=["env=apartment_local", "episodes=7"])
+    config = OmegaConf.to_object(cfg)
+    assert isinstance(config, EvalRunConfig)
+    assert config.env.map == "apartment" and config.episodes == 7

@@ -1,0 +1,235 @@
+"""hrl-train end to end on tiny budgets: outputs, safety of run directories, kill + resume."""
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hrl.checkpoint import capture_rng, latest_checkpoint, read_state, restore_rng
+from hrl.config import AlgoConfig, CheckpointConfig, EnvConfig, EvalConfig, TrainConfig
+from hrl.training import RunDirectoryError, make_training_env, train
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY = [
+    "total_steps=900",
+    "checkpoint.every_steps=300",
+    "eval.every_steps=300",
+    "eval.episodes=3",
+    "eval.video_episodes=0",
+    "algo.learning_starts=150",
+    "env.max_steps=50",
+    "algo.net_arch=[16]",
+    "algo.batch_size=32",
+    "progress_bar=false",
+    "tensorboard=false",
+]
+
+
+def tiny_config(**changes) -> TrainConfig:
+    config = TrainConfig(
+        env=EnvConfig(max_steps=50, local_goal_radius=1.5),
+        algo=AlgoConfig(learning_starts=150, net_arch=[16], batch_size=32),
+        eval=EvalConfig(every_steps=200, episodes=3, video_episodes=1),
+        checkpoint=CheckpointConfig(every_steps=200, keep=2),
+        total_steps=600,
+        progress_bar=False,
+    )
+    for key, value in changes.items():
+        setattr(config, key, value)
+    return config
+
+
+def metrics_steps(run_dir: Path) -> list[int]:
+    with open(run_dir / "metrics.csv") as f:
+        return [int(r["step"]) for r in csv.DictReader(f)]
+
+
+def test_train_writes_run_directory(tmp_path):
+    run = tmp_path / "run"
+    result = train(tiny_config(), run)
+    assert result.num_timesteps == 600 and not result.interrupted
+    for name in (
+        "metrics.csv",
+        "best_model.zip",
+        "best_model.policy.yaml",
+        "final_model.zip",
+        "final_model.policy.yaml",
+        "learning_curve.png",
+        "eval.mp4",
+        "summary.json",
+    ):
+        assert (run / name).is_file(), name
+    assert list((run / "tensorboard").rglob("events.out.tfevents.*"))
+    steps = metrics_steps(run)
+    assert steps[0] <= 1 and steps[-1] == 600 and steps == sorted(set(steps))
+    ckpt = latest_checkpoint(run)
+    assert ckpt is not None and ckpt.name == "step_0000600"
+    assert {p.name for p in ckpt.iterdir()} == {"model.zip", "replay_buffer.pkl", "rng.pkl", "state.json"}
+    assert len(list((run / "checkpoints").glob("step_*"))) == 2  # keep=2
+    assert json.loads((run / "summary.json").read_text())["num_timesteps"] == 600
+
+
+def test_existing_run_is_never_overwritten(tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(total_steps=250, eval=EvalConfig(every_steps=200, episodes=2, video_episodes=0)), run)
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(RunDirectoryError, match="already holds a training run"):
+        train(tiny_config(), run)
+    assert before == {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+
+
+def test_resume_needs_a_checkpoint(tmp_path):
+    with pytest.raises(RunDirectoryError, match="has no checkpoint"):
+        train(tiny_config(), tmp_path, resume=True)
+
+
+def test_resume_rejects_incompatible_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(total_steps=250, eval=EvalConfig(every_steps=200, episodes=2, video_episodes=0)), run)
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    other = tiny_config(total_steps=400)
+    other.algo.net_arch = [32, 32]
+    with pytest.raises(RunDirectoryError, match="different env, robot or algorithm config"):
+        train(other, run, resume=True)
+    assert before == {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+
+
+def test_rng_state_roundtrip():
+    venv = make_training_env(tiny_config(), seed=3)
+    states = capture_rng(venv)
+    first = [np.random.rand(), venv.get_attr("np_random")[0].random()]
+    restore_rng(venv, states)
+    assert [np.random.rand(), venv.get_attr("np_random")[0].random()] == first
+    venv.close()
+
+
+def start_training(run: Path, extra=()) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hrl.train", *TINY, *extra, f"hydra.run.dir={run}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_checkpoint(run: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not (run / "checkpoints" / "latest").exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"training ended before its first checkpoint:\n{proc.stdout.read()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("no checkpoint within the timeout")
+        time.sleep(0.05)
+
+
+def resume_to_end(run: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.train", f"resume={run}"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_interrupted_run_resumes_to_the_configured_total(tmp_path, sig):
+    run = tmp_path / "run"
+    proc = start_training(run)
+    wait_for_checkpoint(run, proc)
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode != 0 or sig == signal.SIGTERM
+    killed_at = read_state(latest_checkpoint(run))["num_timesteps"]
+    assert 0 < killed_at < 900, out
+    if sig == signal.SIGTERM:
+        assert "interrupted at step" in out and f"resume={run}" in out
+    out = resume_to_end(run)
+    assert f"resuming {run} from step_" in out
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["num_timesteps"] == 900
+    steps = metrics_steps(run)
+    assert steps == sorted(set(steps)) and steps[-1] == 900  # no duplicated or lost evaluation rows
+    assert read_state(latest_checkpoint(run))["num_timesteps"] == 900
+
+
+def test_cli_refuses_existing_run_dir_and_bad_resume(tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(total_steps=250, eval=EvalConfig(every_steps=200, episodes=2, video_episodes=0)), run)
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.train", *TINY, f"hydra.run.dir={run}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "already holds a training run" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.train", f"resume={tmp_path / 'nothing'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "no such directory" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.train", f"resume={run}", "algo.learning_rate=0.1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "only ['total_steps'] may be overridden" in done.stderr
+
+
+def test_cli_typo_fails_before_training(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.train", "algo.lerning_rate=0.1", f"hydra.run.dir={tmp_path / 'r'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "lerning_rate" in done.stderr
+    assert not (tmp_path / "r" / "metrics.csv").exists()
+
+
+def test_curriculum_grows_goal_radius():
+    from hrl.callbacks import GoalCurriculum, RunState
+    from hrl.config import CurriculumConfig
+    from hrl.training import build_model
+
+    config = tiny_config()
+    venv = make_training_env(config, seed=0)
+    model = build_model(config, venv, tensorboard_log=None)
+    state = RunState()
+    callback = GoalCurriculum(
+        CurriculumConfig(enabled=True, start_radius=0.6, growth=2.0, threshold=0.8, window=5), state, final_radius=1.5
+    )
+    from collections import deque
+
+    from stable_baselines3.common.logger import configure
+
+    model.ep_success_buffer = deque(maxlen=100)  # as SB3's learn() sets them up
+    model.set_logger(configure(None, []))
+    callback.init_callback(model)
+    callback.on_training_start({}, {})
+    assert venv.env_method("get_wrapper_attr", "task")[0].config.local_goal_radius == 0.6
+    model.ep_success_buffer.extend([1.0, 1.0, 0.0, 1.0])
+    callback.on_step()
+    assert state.goal_radius == 0.6  # not enough episodes yet
+    model.ep_success_buffer.extend([1.0, 1.0])
+    callback.on_step()
+    assert state.goal_radius == 1.2
+    assert venv.env_method("get_wrapper_attr", "task")[0].config.local_goal_radius == 1.2
+    model.ep_success_buffer.extend([1.0] * 5)
+    callback.on_step()
+    assert state.goal_radius == 1.5  # capped at the configured radius
+    venv.close()
