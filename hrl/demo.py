@@ -1,9 +1,14 @@
-"""The main job on embedded defaults: train a small goal-reaching policy, evaluate it, save a video.
+"""The main job on embedded defaults: train a goal-reaching policy briefly, evaluate it and the shipped one.
 
-``make demo`` (or ``hrl-demo`` / ``python -m hrl.demo``) trains SAC + HER on the ``open`` map with
-local goals for a few thousand steps on the CPU, then evaluates the policy against a random policy on
-the same goals and writes ``summary.json``, ``model.zip`` and ``eval.mp4`` to ``runs/demo/<time>/``.
-Later issues grow this into the full hierarchical demo (planner + executor + policy).
+``make demo`` (or ``hrl-demo`` / ``python -m hrl.demo``):
+
+1. trains SAC + HER on the ``open`` map with local goals for a few thousand steps on the CPU and
+   evaluates it against a random policy on the same goals (``eval.mp4``);
+2. loads the shipped low-level policy (``hrl/policies/rover_local``) and evaluates it on local goals
+   in ``open`` and in the ``apartment`` (``shipped_apartment.mp4``).
+
+Everything lands in ``runs/demo/<time>/`` with a ``summary.json``. Later issues grow this into the
+full hierarchical demo (planner + executor + policy).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video-episodes", type=int, default=3, help="episodes recorded in eval.mp4 (default: 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/demo/<time>)")
+    p.add_argument("--skip-shipped", action="store_true", help="do not evaluate the shipped policy")
     return p
 
 
@@ -86,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         write_video(frames, out / "eval.mp4", fps=eval_env.unwrapped.control_hz)
     eval_env.close()
 
+    shipped = None if args.skip_shipped else evaluate_shipped(out, args.eval_episodes, args.video_episodes)
+
     summary = {
         "map": args.map,
         "train_steps": args.steps,
@@ -94,14 +102,40 @@ def main(argv: list[str] | None = None) -> int:
         "policy": trained.to_dict() | {"per_episode": None},
         "random_policy": baseline.to_dict() | {"per_episode": None},
         "video": str(out / "eval.mp4") if frames else None,
+        "shipped_policy": shipped,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(
         f"[demo] trained policy: success {trained.success_rate:.0%} over {trained.episodes} local goals "
         f"(random policy: {baseline.success_rate:.0%}); {summary['train_steps_per_second']} train steps/s"
     )
+    if shipped:
+        for label, res in shipped.items():
+            print(f"[demo] shipped policy, {label}: success {res['success_rate']:.0%}, "
+                  f"episodes with a wall contact {res['episodes_with_collision']}/{res['episodes']}")
     print(f"[demo] wrote {out / 'summary.json'}, {out / 'model.zip'}" + (f", {out / 'eval.mp4'}" if frames else ""))
     return 0
+
+
+def evaluate_shipped(out: Path, episodes: int, video_episodes: int) -> dict[str, dict]:
+    """The shipped low-level policy on local goals (<= 2.5 m) in the open room and in the apartment."""
+    from hrl.config import EnvConfig, EvalRunConfig
+    from hrl.eval import run_evaluation
+
+    results = {}
+    for map_name in ("open", "apartment"):
+        print(f"[demo] evaluating the shipped policy on local goals in {map_name!r}")
+        doc = run_evaluation(
+            EvalRunConfig(policy="shipped:rover_local", env=EnvConfig(map=map_name, local_goal_radius=2.5),
+                          episodes=episodes, video_episodes=video_episodes if map_name == "apartment" else 0),
+            out / f"shipped_{map_name}",
+        )
+        results[f"{map_name}_local"] = {k: doc[k] for k in ("episodes", "success_rate", "episodes_with_collision",
+                                                             "mean_steps")}
+    video = out / "shipped_apartment" / "eval.mp4"
+    if video.exists():
+        video.replace(out / "shipped_apartment.mp4")
+    return results
 
 
 if __name__ == "__main__":

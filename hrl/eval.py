@@ -57,7 +57,7 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
         "mean_steps_successful": summary.mean_steps_successful,
         "collisions": summary.collisions,
         "episodes_with_collision": summary.episodes_with_collision,
-        "collision_free_rate": 1.0 - summary.episodes_with_collision / summary.episodes,
+        "collision_free_rate": round(1.0 - summary.episodes_with_collision / summary.episodes, 4),
         "mean_final_distance": summary.mean_final_distance,
         "per_episode": summary.to_dict()["per_episode"],
     }

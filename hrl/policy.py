@@ -79,7 +79,14 @@ class GoalPolicy:
         algo = AlgoConfig(**meta["algo"])
         env = EnvConfig(**meta["env"])
         robot = RobotConfig(**meta["robot"])
-        model = algorithm(algo.name).load_class().load(path, device=device)
+        spec = algorithm(algo.name)
+        custom: dict[str, Any] = {}
+        if spec.off_policy:
+            from stable_baselines3.common.buffers import DictReplayBuffer
+
+            # Inference only: no HER buffer (it would need a live env) and no big allocation.
+            custom = {"replay_buffer_class": DictReplayBuffer, "replay_buffer_kwargs": {}, "buffer_size": 1}
+        model = spec.load_class().load(path, device=device, custom_objects=custom)
         return cls(model, env, robot, algo, path)
 
     def check_compatible(self, observation_space: Any) -> None:
