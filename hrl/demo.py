@@ -111,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if shipped:
         for label, res in shipped.items():
-            print(f"[demo] shipped policy, {label}: success {res['success_rate']:.0%}, "
-                  f"episodes with a wall contact {res['episodes_with_collision']}/{res['episodes']}")
+            print(
+                f"[demo] shipped policy, {label}: success {res['success_rate']:.0%}, "
+                f"episodes with a wall contact {res['episodes_with_collision']}/{res['episodes']}"
+            )
     print(f"[demo] wrote {out / 'summary.json'}, {out / 'model.zip'}" + (f", {out / 'eval.mp4'}" if frames else ""))
     return 0
 
@@ -126,12 +128,17 @@ def evaluate_shipped(out: Path, episodes: int, video_episodes: int) -> dict[str,
     for map_name in ("open", "apartment"):
         print(f"[demo] evaluating the shipped policy on local goals in {map_name!r}")
         doc = run_evaluation(
-            EvalRunConfig(policy="shipped:rover_local", env=EnvConfig(map=map_name, local_goal_radius=2.5),
-                          episodes=episodes, video_episodes=video_episodes if map_name == "apartment" else 0),
+            EvalRunConfig(
+                policy="shipped:rover_local",
+                env=EnvConfig(map=map_name, local_goal_radius=2.5),
+                episodes=episodes,
+                video_episodes=video_episodes if map_name == "apartment" else 0,
+            ),
             out / f"shipped_{map_name}",
         )
-        results[f"{map_name}_local"] = {k: doc[k] for k in ("episodes", "success_rate", "episodes_with_collision",
-                                                             "mean_steps")}
+        results[f"{map_name}_local"] = {
+            k: doc[k] for k in ("episodes", "success_rate", "episodes_with_collision", "mean_steps")
+        }
     video = out / "shipped_apartment" / "eval.mp4"
     if video.exists():
         video.replace(out / "shipped_apartment.mp4")

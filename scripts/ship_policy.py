@@ -34,8 +34,14 @@ def main() -> int:
 
     run = args.run_dir
     model = run / "best_model.zip"
-    for needed in (model, sidecar_path(model), run / "run_info.json", run / ".hydra" / "config.yaml",
-                   run / "metrics.csv", run / "summary.json"):
+    for needed in (
+        model,
+        sidecar_path(model),
+        run / "run_info.json",
+        run / ".hydra" / "config.yaml",
+        run / "metrics.csv",
+        run / "summary.json",
+    ):
         if not needed.exists():
             raise SystemExit(f"{needed} is missing: not a complete hrl-train run")
     dest = SHIPPED_DIR / args.name
@@ -50,8 +56,14 @@ def main() -> int:
         "apartment_local_2.5m": EnvConfig(map="apartment", goal_mode="local", local_goal_radius=2.5),
     }.items():
         doc = run_evaluation(
-            EvalRunConfig(policy=str(dest / "model.zip"), env=env, episodes=args.episodes, video_episodes=0,
-                          seed=20_000, progress_bar=False),
+            EvalRunConfig(
+                policy=str(dest / "model.zip"),
+                env=env,
+                episodes=args.episodes,
+                video_episodes=0,
+                seed=20_000,
+                progress_bar=False,
+            ),
             Path("/tmp") / f"ship-{args.name}-{label}",
         )
         evaluations[label] = {

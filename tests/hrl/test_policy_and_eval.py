@@ -90,9 +90,20 @@ def test_run_evaluation_writes_summary_and_video(tmp_path):
 def test_hrl_eval_cli(tmp_path):
     out = tmp_path / "ev"
     done = subprocess.run(
-        [sys.executable, "-m", "hrl.eval", "env=apartment_local", "episodes=3", "video_episodes=0",
-         "progress_bar=false", f"hydra.run.dir={out}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "hrl.eval",
+            "env=apartment_local",
+            "episodes=3",
+            "video_episodes=0",
+            "progress_bar=false",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert "[hrl-eval]" in done.stdout and "on apartment (local goals)" in done.stdout
@@ -102,6 +113,9 @@ def test_hrl_eval_cli(tmp_path):
 def test_hrl_eval_cli_bad_map(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "hrl.eval", "env.map=attic", "episodes=1", f"hydra.run.dir={tmp_path / 'x'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 2 and "unknown map 'attic'" in done.stderr
