@@ -139,6 +139,34 @@ def throughput(config: TrainConfig, steps: int, threads: int) -> float:
     return steps / (time.perf_counter() - t)
 
 
+def plot_curves(figures: dict[str, Any], path: Path) -> None:
+    """Success vs training time and vs env steps for every run (benchmarks/train_lowlevel.png)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    labels = {
+        "project": "project recipe (rover_local)",
+        "sb3_defaults": "SB3 defaults (SAC+HER)",
+        "project_flat_obs": "project recipe, flat observation",
+    }
+    for key, label in labels.items():
+        curve = figures.get(key, {}).get("curve", [])
+        axes[0].plot([p["train_s"] / 60 for p in curve], [100 * p["success"] for p in curve], marker="o", label=label)
+        axes[1].plot([p["step"] for p in curve], [100 * p["success"] for p in curve], marker="o", label=label)
+    for ax, xlabel in zip(axes, ["training wall time (min, evaluations excluded)", "env steps"], strict=True):
+        ax.axhline(100 * TARGET, color="grey", ls="--", lw=1)
+        ax.set(xlabel=xlabel, ylabel="eval success (%)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="lower right")
+    fig.suptitle(f"{figures['env']}: time to {TARGET:.0%} success")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short budgets (< 1 minute in all); no ablation")

@@ -233,8 +233,24 @@ class TrainConfig:
 
 
 @dataclass
+class PlannerConfig:
+    """A registered planner (llm_planner.base.PLANNERS) and its constructor arguments."""
+
+    name: str = "graph"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ExecutorSettings:
+    stuck_window: int = 40
+    stuck_progress: float = 0.15
+    max_collision_steps: int = 20
+    max_replans: int = 3
+
+
+@dataclass
 class EvalRunConfig:
-    """``hrl-eval``: a policy checkpoint evaluated on an env."""
+    """``hrl-eval``: a policy evaluated on an env (goal reaching), or with a planner on a task suite."""
 
     policy: str = "shipped:rover_local"
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -243,9 +259,19 @@ class EvalRunConfig:
     video_episodes: int = 3
     seed: int = 20_000
     progress_bar: bool = True
+    planner: PlannerConfig | None = None
+    task: Any = None  # a task suite from configs/task/ (hrl.tasks.TaskSuiteConfig fields)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
 
     def validate(self) -> None:
         self.env.validate()
         _positive("", "episodes", self.episodes, integer=True)
         if self.video_episodes < 0:
             raise ValueError(f"video_episodes must be >= 0, got {self.video_episodes}")
+        if self.task is not None and self.planner is None:
+            raise ValueError("task=... needs a planner: planner=graph | sorb | flat | random")
+        if self.planner is not None and self.task is None:
+            raise ValueError("planner=... needs a task suite: task=apartment_long | maze_long | apartment_multi")
+        if not self.seeds:
+            raise ValueError("seeds must name at least one seed")

@@ -69,12 +69,53 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
     return doc
 
 
+def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
+    """``planner=<name> task=<suite>``: the planner with the policy on every episode of the suite."""
+    from omegaconf import OmegaConf
+
+    from hrl.executor import ExecutorConfig
+    from hrl.hierarchy_eval import markdown_table, run_suite
+    from hrl.policy import GoalPolicy
+    from hrl.tasks import suite_from_dict
+
+    config.validate()
+    task = config.task if isinstance(config.task, dict) else OmegaConf.to_container(config.task)
+    suite = suite_from_dict(task)
+    policy = GoalPolicy.load(config.policy)
+    ex = config.executor
+    result = run_suite(
+        config.planner.name,
+        suite,
+        policy,
+        planner_params=dict(config.planner.params),
+        seeds=tuple(config.seeds),
+        executor=ExecutorConfig(
+            ex.stuck_window, ex.stuck_progress, ex.max_collision_steps, ex.max_replans, suite.max_episode_steps
+        ),
+        out_dir=out_dir,
+        video_episode=0 if config.video_episodes > 0 else None,
+        progress=config.progress_bar,
+    )
+    print(markdown_table([result.summary]), end="")
+    return result.summary
+
+
 def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
     config: EvalRunConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    if config.task is not None or config.planner is not None:
+        try:
+            summary = run_hierarchical(config, out_dir)
+        except (ValueError, FileNotFoundError) as err:
+            fail(str(err))
+        print(
+            f"[hrl-eval] {config.planner.name} on {summary['suite']}: success {summary['success_rate']:.0%} "
+            f"over {summary['episodes']} episodes -> {out_dir}"
+        )
+        return summary["success_rate"]
     try:
         doc = run_evaluation(replace(config), out_dir)
     except (ValueError, FileNotFoundError) as err:

@@ -89,6 +89,13 @@ class GoalPolicy:
         model = spec.load_class().load(path, device=device, custom_objects=custom)
         return cls(model, env, robot, algo, path)
 
+    def lidar(self) -> Any:
+        """The lidar layout the policy was trained with (robot spec plus the run's overrides)."""
+        from robots.spec import load_robot
+
+        r = self.robot_config
+        return load_robot(r.name).lidar.with_overrides(r.lidar_rays, r.lidar_fov_deg, r.lidar_max_range)
+
     def check_compatible(self, observation_space: Any) -> None:
         """Raise if an env's observations differ from those the policy was trained on."""
         expected = self.model.observation_space["observation"].shape

@@ -140,95 +140,116 @@ def train(config: TrainConfig, run_dir: Path, *, resume: bool = False) -> TrainR
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = algorithm(config.algo.name)
     torch.set_num_threads(config.torch_threads)
-    tb_log = str(run_dir / "tensorboard") if config.tensorboard else None
-
-    checkpoint = None
-    if resume:
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
-            raise RunDirectoryError(f"cannot resume {run_dir}: it has no checkpoint (checkpoints/latest missing)")
-        saved = read_state(checkpoint)
-        if saved.get("fingerprint") != _jsonable(config.fingerprint()):
-            raise RunDirectoryError(
-                f"cannot resume {run_dir}: checkpoint {checkpoint.name} was written with a different env, robot or "
-                "algorithm config than this run's; nothing was changed"
-            )
-        state = RunState(**{k: v for k, v in saved.items() if k in RunState.__dataclass_fields__})
-    else:
-        check_fresh_run_dir(run_dir)
-        state = RunState(fingerprint=_jsonable(config.fingerprint()))
-
+    state, checkpoint = _open_run(config, run_dir, resume)
     _append_run_info(run_dir, resumed=checkpoint is not None)
+
     venv = make_training_env(config, seed=config.seed)
-    if checkpoint is not None:
-        model = spec.load_class().load(checkpoint / "model.zip", env=venv, device=config.device, tensorboard_log=tb_log)
-        if spec.off_policy and (checkpoint / "replay_buffer.pkl").exists():
-            model.load_replay_buffer(checkpoint / "replay_buffer.pkl")
-            if config.algo.her:
-                model.replay_buffer.truncate_last_trajectory()  # the interrupted episode does not continue
-        restore_rng(venv, load_rng(checkpoint))
-        truncate_metrics(run_dir / METRICS, model.num_timesteps)
-        print(f"[hrl-train] resuming {run_dir} from {checkpoint.name} (step {model.num_timesteps})")
-    else:
-        model = build_model(config, venv, tb_log)
+    eval_env = gym.make(config.env.id, **config.env.make_kwargs(config.robot))
+    try:
+        tb_log = str(run_dir / "tensorboard") if config.tensorboard else None
+        if checkpoint is None:
+            model = build_model(config, venv, tb_log)
+            state.next_checkpoint = config.checkpoint.every_steps
+        else:
+            model = _load_checkpoint(config, spec, checkpoint, venv, tb_log, run_dir)
+        clock = Clock(state.wall_time_offset_s)
+        evaluation = PeriodicEvaluation(
+            eval_env,
+            state,
+            clock,
+            every_steps=config.eval.every_steps,
+            episodes=config.eval.episodes,
+            seed=config.eval.seed,
+            metrics_path=run_dir / METRICS,
+            save_best=lambda m: _save_model(m, run_dir / "best_model.zip", config, steps=m.num_timesteps),
+        )
+        checkpointing = PeriodicCheckpoint(
+            run_dir,
+            state,
+            clock,
+            every_steps=config.checkpoint.every_steps,
+            keep=config.checkpoint.keep,
+            replay_buffer=spec.off_policy,
+        )
+        callbacks = [evaluation, checkpointing]
+        if config.curriculum.enabled:
+            callbacks.append(GoalCurriculum(config.curriculum, state, config.env.local_goal_radius))
 
-    clock = Clock(state.wall_time_offset_s)
-    env_kwargs = config.env.make_kwargs(config.robot)
-    eval_env = gym.make(config.env.id, **env_kwargs)
-
-    def save_best(m: Any) -> None:
-        _save_model(m, run_dir / "best_model.zip", config, steps=m.num_timesteps)
-
-    evaluation = PeriodicEvaluation(
-        eval_env,
-        state,
-        clock,
-        every_steps=config.eval.every_steps,
-        episodes=config.eval.episodes,
-        seed=config.eval.seed,
-        metrics_path=run_dir / METRICS,
-        save_best=save_best,
-    )
-    checkpointing = PeriodicCheckpoint(
-        run_dir,
-        state,
-        clock,
-        every_steps=config.checkpoint.every_steps,
-        keep=config.checkpoint.keep,
-        replay_buffer=spec.off_policy,
-    )
-    callbacks = [evaluation, checkpointing]
-    if config.curriculum.enabled:
-        callbacks.append(GoalCurriculum(config.curriculum, state, config.env.local_goal_radius))
-    if checkpoint is None:
-        state.next_checkpoint = config.checkpoint.every_steps
-
-    remaining = config.total_steps - model.num_timesteps
-    interrupted = False
-    if remaining > 0:
-        previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
-        try:
-            model.learn(
-                total_timesteps=remaining,
-                callback=CallbackList(callbacks),
-                reset_num_timesteps=checkpoint is None,
-                progress_bar=config.progress_bar,
-                tb_log_name=config.algo.name,
-            )
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    if interrupted:
+        if not _learn(model, config, callbacks, fresh=checkpoint is None):
+            return _finish_run(config, run_dir, model, state, clock, evaluation, checkpointing)
         path = checkpointing.save()
         print(
             f"[hrl-train] interrupted at step {model.num_timesteps}; checkpoint {path.name} written. "
             f"Continue with: hrl-train resume={run_dir}"
         )
+        return TrainResult(run_dir, model.num_timesteps, clock(), state.best_success, float("nan"), True)
+    finally:
         venv.close()
         eval_env.close()
-        return TrainResult(run_dir, model.num_timesteps, clock(), state.best_success, float("nan"), True)
 
+
+def _open_run(config: TrainConfig, run_dir: Path, resume: bool) -> tuple[RunState, Path | None]:
+    """The run's counters: fresh (refusing a directory that holds a run) or from its last checkpoint."""
+    if not resume:
+        check_fresh_run_dir(run_dir)
+        return RunState(fingerprint=_jsonable(config.fingerprint())), None
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise RunDirectoryError(f"cannot resume {run_dir}: it has no checkpoint (checkpoints/latest missing)")
+    saved = read_state(checkpoint)
+    if saved.get("fingerprint") != _jsonable(config.fingerprint()):
+        raise RunDirectoryError(
+            f"cannot resume {run_dir}: checkpoint {checkpoint.name} was written with a different env, robot or "
+            "algorithm config than this run's; nothing was changed"
+        )
+    return RunState(**{k: v for k, v in saved.items() if k in RunState.__dataclass_fields__}), checkpoint
+
+
+def _load_checkpoint(
+    config: TrainConfig, spec: AlgorithmSpec, checkpoint: Path, venv: VecEnv, tb_log: str | None, run_dir: Path
+) -> Any:
+    model = spec.load_class().load(checkpoint / "model.zip", env=venv, device=config.device, tensorboard_log=tb_log)
+    if spec.off_policy and (checkpoint / "replay_buffer.pkl").exists():
+        model.load_replay_buffer(checkpoint / "replay_buffer.pkl")
+        if config.algo.her:
+            model.replay_buffer.truncate_last_trajectory()  # the interrupted episode does not continue
+    restore_rng(venv, load_rng(checkpoint))
+    truncate_metrics(run_dir / METRICS, model.num_timesteps)
+    print(f"[hrl-train] resuming {run_dir} from {checkpoint.name} (step {model.num_timesteps})")
+    return model
+
+
+def _learn(model: Any, config: TrainConfig, callbacks: list, fresh: bool) -> bool:
+    """Train up to ``config.total_steps``; True if interrupted (Ctrl-C or SIGTERM)."""
+    remaining = config.total_steps - model.num_timesteps
+    if remaining <= 0:
+        return False
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        model.learn(
+            total_timesteps=remaining,
+            callback=CallbackList(callbacks),
+            reset_num_timesteps=fresh,
+            progress_bar=config.progress_bar,
+            tb_log_name=config.algo.name,
+        )
+    except KeyboardInterrupt:
+        return True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return False
+
+
+def _finish_run(
+    config: TrainConfig,
+    run_dir: Path,
+    model: Any,
+    state: RunState,
+    clock: Clock,
+    evaluation: PeriodicEvaluation,
+    checkpointing: PeriodicCheckpoint,
+) -> TrainResult:
+    """Final evaluation, checkpoint and model, learning curve, video and summary."""
     final = evaluation.evaluate_now() if _last_eval_step(run_dir) != model.num_timesteps else None
     checkpointing.save()
     _save_model(model, run_dir / "final_model.zip", config, steps=model.num_timesteps)
@@ -239,7 +260,7 @@ def train(config: TrainConfig, run_dir: Path, *, resume: bool = False) -> TrainR
         title=f"{config.experiment_name}: {config.algo.name} on {config.env.map}",
     )
     if config.eval.video_episodes > 0:
-        video_env = gym.make(config.env.id, render_mode="rgb_array", **env_kwargs)
+        video_env = gym.make(config.env.id, render_mode="rgb_array", **config.env.make_kwargs(config.robot))
         _, frames = evaluate(
             lambda obs: model.predict(obs, deterministic=True)[0],
             video_env,
@@ -252,8 +273,6 @@ def train(config: TrainConfig, run_dir: Path, *, resume: bool = False) -> TrainR
         video_env.close()
     result = TrainResult(run_dir, model.num_timesteps, clock(), state.best_success, final_success, False)
     (run_dir / "summary.json").write_text(json.dumps(asdict(result) | {"run_dir": str(run_dir)}, indent=2))
-    venv.close()
-    eval_env.close()
     return result
 
 

@@ -54,6 +54,9 @@ class RoverPhysics(Protocol):
     def render(self) -> np.ndarray:
         """A top-down RGB image (H, W, 3) uint8."""
 
+    def world_to_pixel(self, x: float, y: float) -> tuple[float, float]:
+        """(column, row) of a map point in the rendered image."""
+
     def close(self) -> None: ...
 
 

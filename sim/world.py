@@ -145,7 +145,8 @@ class World:
         """The map's bounding box: nothing of the world lies outside it."""
         return box(*self.bounds)
 
-    def _free_space(self, clearance: float) -> Any:
+    def free_space(self, clearance: float) -> Any:
+        """Free space (shapely geometry): inside the rooms (or bounds) and ``clearance`` from walls."""
         cache = self.__dict__.setdefault("_free_cache", {})
         key = round(float(clearance), 6)
         if key not in cache:
@@ -168,7 +169,7 @@ class World:
 
     def is_free(self, point: Iterable[float], clearance: float = 0.0) -> bool:
         """Inside a room (or the bounds for room-less maps) and at least ``clearance`` from walls."""
-        return bool(self._free_space(clearance).contains(Point(*point)))
+        return bool(self.free_space(clearance).contains(Point(*point)))
 
     def line_of_sight(self, a: Iterable[float], b: Iterable[float], clearance: float = 0.0) -> bool:
         """True when a disc of radius ``clearance`` can slide from a to b without touching a wall."""
@@ -205,7 +206,7 @@ class World:
             RuntimeError: when no such point is found in ``max_tries`` draws (the region is empty or
                 tiny); the message says which constraint to relax.
         """
-        free = self._free_space(clearance)
+        free = self.free_space(clearance)
         if near is not None:
             cx, cy = near
             if radius is None:

@@ -102,6 +102,13 @@ class MujocoRoverPhysics:
         self._renderer.update_scene(self.data, camera=TOP_CAMERA)
         return self._renderer.render()
 
+    def world_to_pixel(self, x: float, y: float) -> tuple[float, float]:
+        """(column, row) of a map point in :meth:`render` images (top-down orthographic camera)."""
+        cam = self.model.cam(TOP_CAMERA)
+        scale = self.render_size.height / float(cam.fovy[0])
+        cx, cy = float(cam.pos0[0]), float(cam.pos0[1])
+        return (self.render_size.width / 2 + (x - cx) * scale, self.render_size.height / 2 - (y - cy) * scale)
+
     def close(self) -> None:
         if self._renderer is not None:
             self._renderer.close()

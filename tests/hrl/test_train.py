@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from hrl.checkpoint import capture_rng, latest_checkpoint, read_state, restore_rng
 from hrl.config import AlgoConfig, CheckpointConfig, EnvConfig, EvalConfig, TrainConfig
@@ -233,3 +234,31 @@ def test_curriculum_grows_goal_radius():
     callback.on_step()
     assert state.goal_radius == 1.5  # capped at the configured radius
     venv.close()
+
+
+def test_joblib_multirun_trains_each_job(tmp_path):
+    """A real local parallel sweep through Hydra's joblib launcher plugin: one run directory per job."""
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hrl.train",
+            "-m",
+            "seed=0,1",
+            "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2",
+            *[o for o in TINY if not o.startswith("total_steps")],
+            "total_steps=300",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summaries = sorted(sweep.glob("*/summary.json"))
+    assert len(summaries) == 2
+    seeds = {yaml.safe_load((s.parent / "final_model.policy.yaml").read_text())["seed"] for s in summaries}
+    assert seeds == {0, 1}

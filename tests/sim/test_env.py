@@ -278,14 +278,7 @@ def test_terminate_on_success_option():
 
 
 def robot_pixel(env, x, y):
-    u = env.unwrapped
-    size = u.physics.render_size
-    model = u.physics.model
-    fovy = float(model.cam("top").fovy[0])  # orthographic: vertical extent in metres
-    xmin, ymin, xmax, ymax = u.world.bounds
-    scale = size.height / fovy
-    col = size.width / 2 + (x - (xmin + xmax) / 2) * scale
-    row = size.height / 2 - (y - (ymin + ymax) / 2) * scale
+    col, row = env.unwrapped.physics.world_to_pixel(x, y)
     return round(row), round(col)
 
 

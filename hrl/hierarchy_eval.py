@@ -1,0 +1,179 @@
+"""Evaluate a planner + the low-level policy on a task suite: per-episode rows, a summary, a video.
+
+Used by ``hrl-eval planner=<name> task=<suite>`` and ``benchmarks/hierarchy.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from tqdm.auto import tqdm
+
+from hrl.executor import EpisodeRecord, ExecutorConfig, HierarchicalAgent
+from hrl.overlay import draw_plan
+from hrl.policy import GoalPolicy
+from hrl.tasks import TaskSuiteConfig, doors_between
+from hrl.video import write_video
+from llm_planner.planners.common import goal_point
+
+
+@dataclass
+class SuiteResult:
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+
+def make_suite_env(policy: GoalPolicy, suite: TaskSuiteConfig, render: bool) -> gym.Env:
+    import sim  # noqa: F401
+
+    kwargs = policy.env_config.make_kwargs(policy.robot_config)
+    kwargs.update(map=suite.map, goal_mode="anywhere", max_steps=suite.max_episode_steps + 1)
+    return gym.make(policy.env_config.id, render_mode="rgb_array" if render else None, render_height=320, **kwargs)
+
+
+def build_planner(name: str, params: dict[str, Any], policy: GoalPolicy) -> Any:
+    from llm_planner.base import planner_class
+
+    cls = planner_class(name)
+    params = dict(params)
+    if name == "sorb":
+        params.setdefault("policy", policy)
+    try:
+        return cls(**params)
+    except TypeError as err:
+        import inspect
+
+        allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+        raise ValueError(f"planner {name!r} does not accept {sorted(params)}: {err}; it takes {allowed}") from None
+
+
+def run_suite(
+    planner_name: str,
+    suite: TaskSuiteConfig,
+    policy: GoalPolicy,
+    *,
+    planner_params: dict | None = None,
+    seeds: tuple[int, ...] = (0,),
+    executor: ExecutorConfig | None = None,
+    out_dir: Path | None = None,
+    video_episode: int | None = 0,
+    progress: bool = True,
+) -> SuiteResult:
+    tasks = suite.tasks()
+    planner = build_planner(planner_name, planner_params or {}, policy)
+    executor = executor or ExecutorConfig(max_episode_steps=suite.max_episode_steps)
+    agent = HierarchicalAgent(planner, policy, executor, goal_tolerance=suite.goal_tolerance)
+    record_video = out_dir is not None and video_episode is not None
+    env = make_suite_env(policy, suite, render=record_video)
+    world = env.unwrapped.world
+    rows: list[dict[str, Any]] = []
+    total = len(seeds) * len(tasks)
+    bar = tqdm(total=total, desc=f"{planner_name} on {suite.name}", unit="ep", disable=not progress, leave=False)
+    for seed in seeds:
+        for i, (start, task) in enumerate(tasks):
+            obs, _ = env.reset(seed=seed * 1000 + i, options={"start": start})
+            start_xy = (float(obs["achieved_goal"][0]), float(obs["achieved_goal"][1]))
+            first_goal = goal_point(task.goals[0], world)
+            record_this = record_video and seed == seeds[0] and i == video_episode
+            episode, ex = agent.run(env, task, obs, record=record_this)
+            rows.append(
+                {
+                    "suite": suite.name,
+                    "planner": planner_name,
+                    "seed": seed,
+                    "episode": i,
+                    "task": task.text,
+                    "doors": doors_between(world, start_xy, first_goal),
+                    **episode.row(),
+                }
+            )
+            if record_this and ex.frames:
+                _write_plan_video(ex.frames, episode, env, out_dir / f"{planner_name}_{suite.name}_ep{i}.mp4")
+            bar.update(1)
+    bar.close()
+    env.close()
+    summary = summarise(rows)
+    summary.update(planner=planner_name, suite=suite.name, seeds=list(seeds))
+    if out_dir is not None:
+        write_results(rows, summary, out_dir)
+    return SuiteResult(rows, summary)
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    succ = [r for r in rows if r["success"]]
+    lat = [r["planner_latency_mean_s"] for r in rows]
+    return {
+        "episodes": n,
+        "success_rate": len(succ) / n,
+        "success_ci95": wilson(len(succ), n),
+        "mean_steps": float(np.mean([r["steps"] for r in rows])),
+        "mean_steps_successful": float(np.mean([r["steps"] for r in succ])) if succ else None,
+        "mean_path_length": float(np.mean([r["path_length"] for r in rows])),
+        "mean_collisions": float(np.mean([r["collisions"] for r in rows])),
+        "mean_replans": float(np.mean([r["replans"] for r in rows])),
+        "mean_planner_latency_s": float(np.mean(lat)),
+        "failure_reasons": _count(r["reason"].split(" at ")[0] for r in rows if not r["success"]),
+    }
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval of a success rate."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4))
+
+
+def write_results(rows: list[dict[str, Any]], summary: dict[str, Any], out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "episodes.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (out_dir / "episodes.json").write_text(json.dumps(rows, indent=2))
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out_dir / "summary.md").write_text(markdown_table([summary]))
+
+
+def markdown_table(summaries: list[dict[str, Any]]) -> str:
+    head = (
+        "| planner | suite | episodes | success (95 % CI) | mean steps | path (m) | collisions | replans "
+        "| planner latency (ms) |"
+    )
+    lines = [head, "|" + "---|" * 9]
+    for s in summaries:
+        lo, hi = s["success_ci95"]
+        lines.append(
+            f"| {s['planner']} | {s['suite']} | {s['episodes']} | {s['success_rate']:.0%} ({lo:.0%}–{hi:.0%}) | "
+            f"{s['mean_steps']:.0f} | {s['mean_path_length']:.1f} | {s['mean_collisions']:.1f} | "
+            f"{s['mean_replans']:.2f} | {1000 * s['mean_planner_latency_s']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _write_plan_video(frames: list[np.ndarray], episode: EpisodeRecord, env: gym.Env, path: Path) -> None:
+    to_pixel = env.unwrapped.physics.world_to_pixel
+    plan_starts = [e.step for e in episode.events if e.kind == "plan"]
+    out = []
+    for k, frame in enumerate(frames):
+        idx = max(0, sum(1 for s in plan_starts if s <= k) - 1)
+        plan = episode.plans[idx] if episode.plans else []
+        out.append(draw_plan(frame, to_pixel, plan, episode.trajectory[: k + 1]))
+    write_video(out[::2], path, fps=env.unwrapped.control_hz / 2)
+
+
+def _count(items: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return counts

@@ -1,0 +1,88 @@
+"""Task suites for hierarchical evaluation (configs/task/*.yaml): episodes of ordered goals in a map.
+
+Each episode names a start (a named start pose of the map or [x, y, yaw]), the goals to visit in
+order (landmark or room names, or [x, y]) and the instruction text. Success is checked on the executed
+trajectory: every goal visited within ``goal_tolerance``, in order (:func:`hrl.executor.visited_in_order`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from llm_planner.base import Task
+
+TASKS_DIR = Path(__file__).resolve().parents[1] / "configs" / "task"
+
+
+@dataclass
+class TaskEpisodeConfig:
+    start: Any = None
+    goals: list[Any] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass
+class TaskSuiteConfig:
+    name: str = ""
+    map: str = "apartment"
+    description: str = ""
+    goal_tolerance: float = 0.3
+    max_episode_steps: int = 3000
+    min_doors_apart: int | None = None
+    episodes: list[TaskEpisodeConfig] = field(default_factory=list)
+
+    def tasks(self) -> list[tuple[Any, Task]]:
+        """(start, Task) per episode, validated against the map."""
+        from sim.world import load_world
+
+        if not self.episodes:
+            raise ValueError(f"task suite {self.name!r} has no episodes")
+        if self.goal_tolerance <= 0 or self.max_episode_steps < 1:
+            raise ValueError(f"task suite {self.name!r}: goal_tolerance must be > 0 and max_episode_steps >= 1")
+        world = load_world(self.map)
+        out = []
+        for i, ep in enumerate(self.episodes):
+            goals = tuple(g if isinstance(g, str) else (float(g[0]), float(g[1])) for g in ep.goals)
+            if not goals:
+                raise ValueError(f"task suite {self.name!r}: episodes[{i}] has no goals")
+            for g in goals:
+                if isinstance(g, str):
+                    world.resolve(g)  # raises with the known names
+            start = ep.start if isinstance(ep.start, str) else tuple(float(v) for v in ep.start)
+            out.append((start, Task(ep.text or "visit " + " then ".join(map(str, goals)), goals)))
+        return out
+
+
+def load_suite(name_or_path: str | Path) -> TaskSuiteConfig:
+    import yaml
+
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = TASKS_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
+        raise ValueError(f"unknown task suite {str(name_or_path)!r}; known: {', '.join(known)}")
+    return suite_from_dict(yaml.safe_load(path.read_text()), source=str(path))
+
+
+def suite_from_dict(data: dict[str, Any], source: str = "<task suite>") -> TaskSuiteConfig:
+    data = dict(data)
+    try:
+        episodes = [TaskEpisodeConfig(**e) for e in data.pop("episodes", [])]
+        return TaskSuiteConfig(**data, episodes=episodes)
+    except TypeError as err:
+        raise ValueError(f"{source}: {err}") from None
+
+
+def doors_between(world: Any, a: tuple[float, float], b: tuple[float, float]) -> int:
+    """Number of doors on the shortest room-graph route between the rooms of two points."""
+    graph = world.graph()
+    ra, rb = world.room_at(a), world.room_at(b)
+    if ra is None or rb is None:
+        raise ValueError(f"point {a if ra is None else b} is in no room")
+    path = nx.shortest_path(graph, ra.name, rb.name)
+    return sum(graph.nodes[n]["kind"] == "door" for n in path)

@@ -1,0 +1,96 @@
+"""The planner contract: ``plan(task, scene, feedback=None) -> Plan``, and the registry of planners.
+
+Planners are looked up by name (``make_planner("graph")``) and chosen in Hydra with ``planner=<name>``.
+Adding one is one module with a ``@register_planner("name")`` class and one ``configs/planner/<name>.yaml``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from llm_planner.plan import Plan
+from sim.world import Pose2D, Room, World
+
+Goal = str | tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Task:
+    """What to do: ``goals`` are visited in order (place names, or (x, y) in metres); ``text`` is the
+    instruction as a person would say it (LLM planners read it; the others use ``goals``)."""
+
+    text: str
+    goals: tuple[Goal, ...]
+
+    def __post_init__(self) -> None:
+        if not self.goals:
+            raise ValueError(f"task {self.text!r} has no goals")
+
+    def remaining(self, done: int) -> Task:
+        return Task(self.text, self.goals[done:])
+
+
+@dataclass(frozen=True)
+class Scene:
+    """What the planner may know: the map and where the robot is."""
+
+    world: World
+    robot_pose: Pose2D
+
+    @property
+    def robot_xy(self) -> tuple[float, float]:
+        return (self.robot_pose.x, self.robot_pose.y)
+
+    def robot_room(self) -> Room | None:
+        return self.world.room_at(self.robot_xy)
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Why the last plan failed, for the next call of ``plan``."""
+
+    failed_subgoal: str
+    reason: str
+    robot_pose: Pose2D
+    attempt: int
+    failed_point: tuple[float, float] | None = None
+    history: tuple[str, ...] = field(default_factory=tuple)
+
+    def text(self) -> str:
+        return (
+            f"attempt {self.attempt} failed at {self.failed_subgoal}: {self.reason}; robot at "
+            f"({self.robot_pose.x:.2f}, {self.robot_pose.y:.2f})"
+        )
+
+
+class Planner(Protocol):
+    name: str
+
+    def plan(self, task: Task, scene: Scene, feedback: Feedback | None = None) -> Plan: ...
+
+
+#: Planner name -> "module:Class" (imported on first use, so heavy backends load only when chosen).
+PLANNERS: dict[str, str] = {
+    "flat": "llm_planner.planners.flat:FlatPlanner",
+    "graph": "llm_planner.planners.graph:GraphPlanner",
+    "random": "llm_planner.planners.random_waypoints:RandomPlanner",
+    "sorb": "llm_planner.planners.sorb:SoRBPlanner",
+}
+
+
+def register_planner(name: str, class_path: str) -> None:
+    PLANNERS[name] = class_path
+
+
+def planner_class(name: str) -> Callable[..., Planner]:
+    if name not in PLANNERS:
+        raise ValueError(f"unknown planner {name!r}; available: {', '.join(sorted(PLANNERS))}")
+    module_name, _, class_name = PLANNERS[name].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def make_planner(name: str, **kwargs: Any) -> Planner:
+    return planner_class(name)(**kwargs)

@@ -1,0 +1,1 @@
+"""Planner implementations (registered by name in :data:`llm_planner.base.PLANNERS`)."""

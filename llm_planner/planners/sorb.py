@@ -1,0 +1,235 @@
+"""``sorb``: Search on the Replay Buffer (Eysenbach et al., 2019), with the rover's goal-conditioned critic.
+
+No map knowledge: the graph's nodes are states the low-level policy itself visited in the world
+(rollouts towards random local goals, subsampled for coverage), and the weight of the edge i -> j is the
+number of steps the critic predicts the policy needs from state i to reach j's position. With sparse
+rewards (-1 per step until success) and discount gamma, ``Q = -(1 - gamma^d) / (1 - gamma)``, so
+``d = log(1 + (1 - gamma) Q) / log(gamma)``. Edges longer than ``max_edge_steps`` are dropped (the critic
+is only trusted nearby), each edge costs ``edge_penalty`` extra steps (fewer, longer hops), and the
+shortest path gives the waypoints. When a waypoint fails, the edges into it are removed before
+replanning (graph cleanup, as in the SoRB follow-up work).
+
+One addition to the paper, because this critic was trained in an open room and has never seen a goal
+behind a wall: an edge is also dropped when the node's own lidar reading in the direction of the target
+is shorter than the distance to it (the target is occluded from that state). It uses only the state's
+observation, no map. Set ``occlusion_check=False`` for the paper's version.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from llm_planner.base import Feedback, Scene, Task
+from llm_planner.plan import Plan, PlanError, Subgoal
+from llm_planner.planners.common import goal_point, goal_target, step_budget, waypoint
+from sim.world import Pose2D, World
+
+
+class SoRBPlanner:
+    name = "sorb"
+
+    def __init__(
+        self,
+        policy: str = "shipped:rover_local",
+        n_nodes: int = 400,
+        collect_steps: int = 6000,
+        max_edge_steps: float = 40.0,
+        edge_penalty: float = 5.0,
+        occlusion_check: bool = True,
+        seed: int = 0,
+        goal_tolerance: float = 0.3,
+    ) -> None:
+        if n_nodes < 2 or collect_steps < n_nodes:
+            raise ValueError(f"need n_nodes >= 2 and collect_steps >= n_nodes, got {n_nodes}, {collect_steps}")
+        if max_edge_steps <= 0:
+            raise ValueError(f"max_edge_steps must be > 0, got {max_edge_steps}")
+        from hrl.policy import GoalPolicy
+
+        self.policy = GoalPolicy.load(policy) if isinstance(policy, str) else policy
+        self.n_nodes = n_nodes
+        self.collect_steps = collect_steps
+        self.max_edge_steps = max_edge_steps
+        self.occlusion_check = occlusion_check
+        self.edge_penalty = edge_penalty
+        self.seed = seed
+        self.goal_tolerance = goal_tolerance
+        self.gamma = float(self.policy.model.gamma)
+        self.lidar = self.policy.lidar()
+        if occlusion_check and not math.isclose(self.lidar.fov_deg, 360.0):
+            raise ValueError("sorb occlusion_check needs a 360 degree lidar; set occlusion_check=False")
+        self._graphs: dict[str, tuple[nx.DiGraph, np.ndarray, Any]] = {}
+
+    # ------------------------------------------------------------------ graph
+
+    def _env(self, world: World) -> Any:
+        import gymnasium as gym
+
+        import sim  # noqa: F401
+
+        kwargs = self.policy.env_config.make_kwargs(self.policy.robot_config)
+        kwargs.update(map=world, goal_mode="local", max_steps=10**9)
+        return gym.make(kwargs.pop("id", self.policy.env_config.id), **kwargs)
+
+    def build_graph(self, world: World) -> tuple[nx.DiGraph, np.ndarray, Any]:
+        """Nodes from visited states, weighted by critic distances (cached per map)."""
+        if world.name in self._graphs:
+            return self._graphs[world.name]
+        env = self._env(world)
+        rng = np.random.default_rng(self.seed)
+        obs, _ = env.reset(seed=self.seed)
+        states = []
+        steps_on_goal = 0
+        for _ in range(self.collect_steps):
+            obs, _, _, _, info = env.step(self.policy(obs))
+            states.append(obs["observation"].copy())
+            steps_on_goal += 1
+            if info["is_success"] or steps_on_goal > 60:  # new random local goal, or a fresh start
+                steps_on_goal = 0
+                u = env.unwrapped
+                here = (float(obs["achieved_goal"][0]), float(obs["achieved_goal"][1]))
+                try:
+                    if rng.random() < 0.3:  # spread the visited states over the whole map
+                        raise RuntimeError("fresh start")
+                    goal = world.sample_free(
+                        rng, u.task.goal_clearance, near=here, radius=2.5, min_distance=0.6, line_of_sight=True
+                    )
+                    obs = u.set_goal(goal)
+                except RuntimeError:  # a fresh start (also when pressed against a wall: no goal in sight)
+                    obs, _ = env.reset(options={"start": _least_visited_start(world, rng, states)})
+        nodes = _farthest_points(np.asarray(states), self.n_nodes, rng)
+        dist = self.distances(nodes, nodes[:, :2])
+        graph = nx.DiGraph()
+        for i in range(len(nodes)):
+            graph.add_node(i, position=(float(nodes[i, 0]), float(nodes[i, 1])))
+        ii, jj = np.nonzero(dist <= self.max_edge_steps)
+        for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
+            if i != j:
+                graph.add_edge(i, j, steps=float(dist[i, j]), weight=float(dist[i, j]) + self.edge_penalty)
+        self._graphs[world.name] = (graph, nodes, env)
+        return self._graphs[world.name]
+
+    def distances(self, observations: np.ndarray, goals: np.ndarray) -> np.ndarray:
+        """Predicted steps from each observation (rows) to each goal position (columns); inf if occluded."""
+        import torch
+
+        n, m = len(observations), len(goals)
+        obs = np.repeat(observations, m, axis=0).astype(np.float32)
+        g = np.tile(goals, (n, 1)).astype(np.float32)
+        model = self.policy.model
+        with torch.no_grad():
+            batch = {
+                "observation": torch.as_tensor(obs),
+                "achieved_goal": torch.as_tensor(obs[:, :2]),
+                "desired_goal": torch.as_tensor(g),
+            }
+            actions = model.policy.actor(batch, deterministic=True)
+            q = torch.min(torch.cat(model.policy.critic(batch, actions), dim=1), dim=1).values.numpy()
+        floor = -1.0 / (1.0 - self.gamma) + 1e-6
+        q = np.clip(q, floor, 0.0)
+        steps = np.log1p((1.0 - self.gamma) * q) / math.log(self.gamma)
+        steps = steps.reshape(n, m)
+        if self.occlusion_check:
+            steps[_occluded(observations, goals, self.lidar.max_range)] = np.inf
+        return steps
+
+    # ------------------------------------------------------------------ planning
+
+    def plan(self, task: Task, scene: Scene, feedback: Feedback | None = None) -> Plan:
+        world = scene.world
+        graph, nodes, env = self.build_graph(world)
+        if feedback is not None and feedback.failed_point is not None:
+            self._forget_edges_into(graph, feedback.failed_point)
+        pose = scene.robot_pose
+        subgoals: list[Subgoal] = []
+        for goal in task.goals:
+            target = goal_point(goal, world)
+            start_obs = _observation_at(env, pose)
+            path = self._path(graph, nodes, start_obs, target)
+            for p in path:
+                subgoals.append(waypoint(p, 2.0))
+            subgoals.append(
+                Subgoal(target=goal_target(goal, world), tolerance=self.goal_tolerance, step_budget=step_budget(2.0))
+            )
+            pose = Pose2D(target[0], target[1], pose.yaw)
+        return Plan(subgoals=subgoals, rationale=f"sorb: shortest path over {graph.number_of_nodes()} visited states")
+
+    @staticmethod
+    def _forget_edges_into(graph: nx.DiGraph, point: tuple[float, float], radius: float = 0.05) -> None:
+        """Graph cleanup after a failure: the critic over-estimated reachability of that waypoint."""
+        for n, data in graph.nodes(data=True):
+            if math.dist(data["position"], point) <= radius:
+                graph.remove_edges_from(list(graph.in_edges(n)))
+
+    def _path(
+        self, graph: nx.DiGraph, nodes: np.ndarray, start_obs: np.ndarray, target: tuple[float, float]
+    ) -> list[tuple[float, float]]:
+        g = graph.copy()
+        from_start = self.distances(start_obs[None, :], nodes[:, :2])[0]
+        to_goal = self.distances(nodes, np.asarray([target]))[:, 0]
+        direct = self.distances(start_obs[None, :], np.asarray([target]))[0, 0]
+        if direct <= self.max_edge_steps:
+            return []
+        for j in np.nonzero(from_start <= self.max_edge_steps)[0].tolist():
+            g.add_edge("start", j, weight=float(from_start[j]) + self.edge_penalty)
+        for i in np.nonzero(to_goal <= self.max_edge_steps)[0].tolist():
+            g.add_edge(i, "goal", weight=float(to_goal[i]) + self.edge_penalty)
+        if "start" not in g or "goal" not in g:
+            raise PlanError(
+                f"sorb: no graph node within {self.max_edge_steps} predicted steps of the "
+                f"{'robot' if 'start' not in g else 'goal'}; collect more states (collect_steps) "
+                "or raise max_edge_steps"
+            )
+        try:
+            path = nx.shortest_path(g, "start", "goal", weight="weight")
+        except nx.NetworkXNoPath:
+            raise PlanError(
+                f"sorb: no path in the graph ({g.number_of_nodes()} nodes, {g.number_of_edges()} edges) to "
+                f"({target[0]:.2f}, {target[1]:.2f}); raise max_edge_steps or n_nodes"
+            ) from None
+        return [g.nodes[n]["position"] for n in path[1:-1]]
+
+
+def _observation_at(env: Any, pose: Pose2D) -> np.ndarray:
+    """The observation the robot has at ``pose`` (on hardware: its live odometry and scan)."""
+    obs, _ = env.reset(options={"start": (pose.x, pose.y, pose.yaw)})
+    return obs["observation"].copy()
+
+
+def _least_visited_start(world: World, rng: np.random.Generator, states: list[np.ndarray]) -> tuple[float, ...]:
+    """A free start pose far from the states visited so far, so the rollouts cover the whole map."""
+    candidates = np.asarray([world.sample_free(rng, clearance=0.35) for _ in range(20)])
+    visited = np.asarray([s[:2] for s in states[::10]])
+    gaps = np.min(np.linalg.norm(candidates[:, None, :] - visited[None, :, :], axis=2), axis=1)
+    x, y = candidates[int(np.argmax(gaps))]
+    return (float(x), float(y), float(rng.uniform(-math.pi, math.pi)))
+
+
+def _farthest_points(states: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Greedy farthest-point subsampling on (x, y): even coverage of the visited area."""
+    xy = states[:, :2]
+    chosen = [int(rng.integers(len(states)))]
+    d = np.linalg.norm(xy - xy[chosen[0]], axis=1)
+    for _ in range(min(n, len(states)) - 1):
+        k = int(np.argmax(d))
+        chosen.append(k)
+        d = np.minimum(d, np.linalg.norm(xy - xy[k], axis=1))
+    return states[chosen]
+
+
+def _occluded(observations: np.ndarray, goals: np.ndarray, max_range: float, margin: float = 0.15) -> np.ndarray:
+    """True where the lidar of observation i reads shorter than the distance to goal j in its direction."""
+    n_rays = observations.shape[1] - 6
+    x, y = observations[:, 0:1], observations[:, 1:2]
+    yaw = np.arctan2(observations[:, 3:4], observations[:, 2:3])
+    dx, dy = goals[None, :, 0] - x, goals[None, :, 1] - y
+    dist = np.hypot(dx, dy)
+    bearing = np.arctan2(dy, dx) - yaw
+    # rays at -pi + k * 2pi / n (360 degree lidar): the ray nearest to the bearing
+    k = np.round((np.mod(bearing + np.pi, 2 * np.pi)) / (2 * np.pi / n_rays)).astype(int) % n_rays
+    ranges = observations[:, 6:] * max_range
+    rows = np.arange(len(observations))[:, None]
+    return ranges[rows, k] < np.minimum(dist, max_range) - margin

@@ -1,0 +1,109 @@
+"""Task suites (configs/task/) and the hierarchical evaluation (hrl-eval planner=... task=...)."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hrl.hierarchy_eval import run_suite, wilson
+from hrl.policy import GoalPolicy
+from hrl.tasks import TASKS_DIR, doors_between, load_suite
+from sim.world import load_world
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITES = sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_suites_are_valid_and_long_enough(name):
+    suite = load_suite(name)
+    world = load_world(suite.map)
+    tasks = suite.tasks()
+    assert len(tasks) >= 6
+    for start, task in tasks:
+        start_xy = world.starts[start] if isinstance(start, str) else start
+        start_xy = (start_xy.x, start_xy.y) if hasattr(start_xy, "x") else start_xy[:2]
+        assert world.is_free(start_xy, 0.2)
+        if suite.min_doors_apart:
+            goal = world.resolve(task.goals[0]).position
+            assert doors_between(world, start_xy, goal) >= suite.min_doors_apart, (start, task.goals)
+    assert {"apartment_long", "maze_long", "apartment_multi"} <= set(SUITES)
+    if name == "apartment_multi":
+        assert all(len(task.goals) >= 3 for _, task in tasks)
+
+
+def test_unknown_suite_and_bad_goal():
+    with pytest.raises(ValueError, match="unknown task suite 'kitchen_tour'; known: apartment_long"):
+        load_suite("kitchen_tour")
+    suite = load_suite("apartment_long")
+    suite.episodes[0].goals = ["jacuzzi"]
+    with pytest.raises(ValueError, match="unknown place 'jacuzzi'"):
+        suite.tasks()
+
+
+def test_wilson_interval():
+    lo, hi = wilson(9, 10)
+    assert 0.55 < lo < 0.6 and hi > 0.98
+    assert wilson(0, 10)[0] == 0.0
+
+
+def test_run_suite_writes_rows_summary_and_plan_video(tmp_path):
+    suite = load_suite("apartment_long")
+    suite = replace(suite, episodes=suite.episodes[2:4])
+    result = run_suite(
+        "graph", suite, GoalPolicy.load("shipped:rover_local"), out_dir=tmp_path, video_episode=0, progress=False
+    )
+    assert len(result.rows) == 2
+    assert set(result.rows[0]) >= {
+        "success",
+        "steps",
+        "path_length",
+        "collisions",
+        "replans",
+        "planner_calls",
+        "planner_latency_mean_s",
+        "doors",
+    }
+    for name in ("episodes.csv", "episodes.json", "summary.json", "summary.md"):
+        assert (tmp_path / name).is_file()
+    assert json.loads((tmp_path / "summary.json").read_text())["episodes"] == 2
+    assert (tmp_path / "graph_apartment_long_ep0.mp4").stat().st_size > 0
+
+
+def test_hrl_eval_hierarchical_cli(tmp_path):
+    out = tmp_path / "ev"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hrl.eval",
+            "planner=flat",
+            "task=apartment_multi",
+            "video_episodes=0",
+            "progress_bar=false",
+            "executor.max_replans=0",
+            f"hydra.run.dir={out}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "| flat | apartment_multi |" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["planner"] == "flat" and summary["episodes"] == 6
+
+
+def test_hrl_eval_task_without_planner(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.eval", "task=maze_long", f"hydra.run.dir={tmp_path / 'x'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "needs a planner" in done.stderr

@@ -1,0 +1,96 @@
+import json
+
+import pytest
+
+from llm_planner.plan import (
+    DoorTarget,
+    LandmarkTarget,
+    Plan,
+    PlanError,
+    PointTarget,
+    RoomTarget,
+    Subgoal,
+    ground,
+)
+from sim.world import load_world
+
+
+@pytest.fixture(scope="module")
+def world():
+    return load_world("apartment")
+
+
+def test_plan_roundtrip_json():
+    plan = Plan(
+        subgoals=[
+            Subgoal(target=LandmarkTarget(name="fridge"), tolerance=0.3, step_budget=100, rationale="hungry"),
+            Subgoal(target=PointTarget(x=2.0, y=3.5)),
+            Subgoal(target=RoomTarget(name="office")),
+            Subgoal(target=DoorTarget(name="office_door")),
+        ]
+    )
+    again = Plan.from_json(plan.to_json())
+    assert again == plan
+    assert json.loads(plan.to_json())["subgoals"][0]["target"] == {"kind": "landmark", "name": "fridge"}
+
+
+def test_json_schema_restricts_names():
+    schema = Plan.json_schema({"landmark": ["sink", "fridge"], "room": ["kitchen"]})
+    assert schema["$defs"]["LandmarkTarget"]["properties"]["name"]["enum"] == ["fridge", "sink"]
+    assert schema["$defs"]["RoomTarget"]["properties"]["name"]["enum"] == ["kitchen"]
+    assert "enum" not in schema["$defs"]["DoorTarget"]["properties"]["name"]
+    json.dumps(schema)
+
+
+def test_ground_resolves_names_aliases_and_points(world):
+    plan = Plan(
+        subgoals=[
+            Subgoal(target=LandmarkTarget(name="Refrigerator")),
+            Subgoal(target=RoomTarget(name="office")),
+            Subgoal(target=DoorTarget(name="kitchen_door")),
+            Subgoal(target=PointTarget(x=6.0, y=3.75)),
+        ]
+    )
+    g = ground(plan, world)
+    assert g[0].xy == (0.7, 7.2)
+    assert g[1].xy == pytest.approx(world.room("office").center)
+    assert g[2].xy == (4.0, 6.5)
+    assert g[3].xy == (6.0, 3.75)
+    assert all(s.step_budget > 0 and s.tolerance > 0 for s in g)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (LandmarkTarget(name="fridg"), r"unknown landmark 'fridg' \(did you mean 'fridge'\?\); known: fridge"),
+        (RoomTarget(name="garage"), r"unknown room 'garage'; known: kitchen, living_room"),
+        (DoorTarget(name="back_door"), r"unknown door 'back_door'"),
+        (PointTarget(x=50.0, y=1.0), r"point \[50.0, 1.0\] lies outside map 'apartment'"),
+        (PointTarget(x=4.0, y=4.5), r"point \[4.0, 4.5\] lies inside a wall"),
+        (RoomTarget(name="fridge"), "is a landmark, not a room"),
+    ],
+)
+def test_ground_rejects_bad_targets(world, target, message):
+    with pytest.raises(PlanError, match=message):
+        ground(Plan(subgoals=[Subgoal(target=target)]), world)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"subgoals": []}, "subgoals: List should have at least 1 item"),
+        ({"subgoals": [{"target": {"kind": "landmark", "name": "sink"}, "step_budget": 0}]}, "step_budget"),
+        ({"subgoals": [{"target": {"kind": "landmark", "name": "sink"}, "step_budget": -5}]}, "greater than 0"),
+        ({"subgoals": [{"target": {"kind": "teleport", "name": "sink"}}]}, "kind"),
+        ({"subgoals": [{"target": {"kind": "point", "x": "nan", "y": 1}}]}, "finite"),
+        ({"subgoals": [{"target": {"kind": "landmark", "name": "sink"}, "speed": 9}]}, "speed"),
+    ],
+)
+def test_malformed_plans_rejected(data, message):
+    with pytest.raises(PlanError, match=message):
+        Plan.from_data(data)
+
+
+def test_untrusted_json_is_parsed_never_run():
+    with pytest.raises(PlanError, match="invalid plan"):
+        Plan.from_json('__import__("os").system("echo pwned")')

@@ -1,0 +1,125 @@
+"""One contract test for every registered planner, and planner-specific behaviour."""
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from llm_planner.base import PLANNERS, Feedback, Scene, Task, make_planner
+from llm_planner.plan import Plan, ground
+from sim.world import Pose2D, load_world
+
+CHEAP: dict = {}
+
+
+@pytest.fixture(scope="module")
+def planners():
+    return {name: make_planner(name, **CHEAP.get(name, {})) for name in PLANNERS}
+
+
+@pytest.mark.parametrize("name", sorted(PLANNERS))
+@pytest.mark.parametrize(
+    ("map_name", "start", "goals"),
+    [
+        ("two_rooms", (1.0, 1.0), ("charging_dock",)),
+        ("apartment", (2.0, 6.0), ("sofa", "desk")),
+    ],
+)
+def test_planner_contract(planners, name, map_name, start, goals):
+    """Every planner returns a valid, groundable plan that ends at each task goal in order."""
+    world = load_world(map_name)
+    planner = planners[name]
+    assert planner.name == name
+    plan = planner.plan(Task("go", goals), Scene(world, Pose2D(*start, 0.0)))
+    assert isinstance(plan, Plan)
+    grounded = ground(plan, world)
+    assert grounded
+    goal_points = [world.resolve(g).position for g in goals]
+    ends = [s.xy for s in grounded]
+    idx = 0
+    for p in ends:
+        if idx < len(goal_points) and math.dist(p, goal_points[idx]) < 1e-6:
+            idx += 1
+    assert idx == len(goal_points), f"{name} plan does not visit the goals in order: {ends}"
+    assert math.dist(ends[-1], goal_points[-1]) < 1e-6
+    # replanning with feedback also yields a valid plan
+    fb = Feedback("point (1, 1)", "stuck", Pose2D(*start, 0.0), attempt=1, failed_point=ends[0])
+    ground(planner.plan(Task("go", goals), Scene(world, Pose2D(*start, 0.0)), fb), world)
+
+
+def test_unknown_planner_lists_registered():
+    with pytest.raises(ValueError, match=r"unknown planner 'astar'; available: flat, graph, random, sorb"):
+        make_planner("astar")
+
+
+def test_graph_route_passes_every_door_on_the_shortest_path():
+    world = load_world("maze")
+    plan = make_planner("graph").plan(Task("x", ("exit_sign",)), Scene(world, Pose2D(1.5, 1.5, 0.0)))
+    points = [s.xy for s in ground(plan, world)]
+    expected_doors = [
+        n
+        for n in nx.shortest_path(world.graph(), "start_hall", "goal_room")
+        if world.graph().nodes[n]["kind"] == "door"
+    ]
+    waypoints = {d.name: d.waypoint for d in world.doors}
+    visited = [d for d in expected_doors if any(math.dist(p, waypoints[d]) < 1e-6 for p in points)]
+    assert visited == expected_doors
+    # consecutive waypoints stay within the low-level policy's range, and never cross a wall
+    prev = (1.5, 1.5)
+    for p in points:
+        assert math.dist(prev, p) <= 2.0 + 1e-6
+        assert world.line_of_sight(prev, p)
+        prev = p
+
+
+def test_graph_avoids_a_door_that_failed():
+    world = load_world("apartment")
+    planner = make_planner("graph")
+    task, scene = Task("x", ("desk",)), Scene(world, Pose2D(11.0, 7.0, 0.0))
+    first = [s.xy for s in ground(planner.plan(task, scene), world)]
+    assert (7.5, 4.5) in first  # through the living room door
+    fb = Feedback("living_room_door", "stuck", scene.robot_pose, attempt=1, failed_point=(7.5, 4.5))
+    assert isinstance(planner.plan(task, scene, fb), Plan)
+
+
+def test_flat_plan_is_just_the_goals():
+    world = load_world("apartment")
+    plan = make_planner("flat").plan(Task("x", ("fridge", "sink")), Scene(world, Pose2D(6.0, 3.75, 0.0)))
+    assert [s.xy for s in ground(plan, world)] == [(0.7, 7.2), (6.5, 0.7)]
+
+
+def test_random_waypoints_are_free():
+    world = load_world("apartment")
+    plan = make_planner("random", waypoints_per_goal=4, seed=3).plan(
+        Task("x", ("sink",)), Scene(world, Pose2D(2, 6, 0))
+    )
+    points = [s.xy for s in ground(plan, world)]
+    assert len(points) == 5
+    assert all(world.is_free(p, 0.3) for p in points[:-1])
+
+
+def test_bad_planner_parameters():
+    with pytest.raises(ValueError, match="spacing must be > 0"):
+        make_planner("graph", spacing=0)
+    with pytest.raises(ValueError, match="step_budget must be >= 1"):
+        make_planner("flat", step_budget=0)
+
+
+def test_sorb_graph_respects_cutoff_and_finds_path():
+    planner = make_planner("sorb", n_nodes=150, collect_steps=2500, max_edge_steps=30.0)
+    world = load_world("two_rooms")
+    graph, _, _ = planner.build_graph(world)
+    assert graph.number_of_nodes() == 150 and graph.number_of_edges() > 0
+    assert all(d["steps"] <= 30.0 for _, _, d in graph.edges(data=True))  # cutoff respected
+    assert all(d["weight"] == d["steps"] + planner.edge_penalty for _, _, d in graph.edges(data=True))
+    # predicted distances grow with real distances on average (the critic is a distance estimate)
+    w = np.array([d["steps"] for _, _, d in graph.edges(data=True)])
+    e = np.array([math.dist(graph.nodes[u]["position"], graph.nodes[v]["position"]) for u, v in graph.edges()])
+    assert np.corrcoef(w, e)[0, 1] > 0.5
+    # no edge crosses the wall between the rooms except through the door gap
+    for u, v in graph.edges():
+        assert world.line_of_sight(graph.nodes[u]["position"], graph.nodes[v]["position"]), (u, v)
+    plan = planner.plan(Task("x", ("charging_dock",)), Scene(world, Pose2D(1.0, 1.0, 0.0)))
+    points = [s.xy for s in ground(plan, world)]
+    assert len(points) >= 2 and points[-1] == (9.2, 0.8)
