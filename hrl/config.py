@@ -246,6 +246,8 @@ class ExecutorSettings:
     stuck_progress: float = 0.15
     max_collision_steps: int = 20
     max_replans: int = 3
+    recoveries: int = 2
+    backoff_steps: int = 8
 
 
 @dataclass

@@ -5,10 +5,12 @@
 1. trains SAC + HER on the ``open`` map with local goals for a few thousand steps on the CPU and
    evaluates it against a random policy on the same goals (``eval.mp4``);
 2. loads the shipped low-level policy (``hrl/policies/rover_local``) and evaluates it on local goals
-   in ``open`` and in the ``apartment`` (``shipped_apartment.mp4``).
+   in ``open`` and in the ``apartment`` (``shipped_apartment.mp4``);
+3. runs the hierarchy: the ``graph`` planner with the shipped policy on a multi-goal apartment task
+   ("check the fridge, then the sofa, then the desk"), with the plan drawn on the video
+   (``hierarchy/graph_apartment_multi_ep0.mp4``).
 
-Everything lands in ``runs/demo/<time>/`` with a ``summary.json``. Later issues grow this into the
-full hierarchical demo (planner + executor + policy).
+Everything lands in ``runs/demo/<time>/`` with a ``summary.json``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video-episodes", type=int, default=3, help="episodes recorded in eval.mp4 (default: 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/demo/<time>)")
-    p.add_argument("--skip-shipped", action="store_true", help="do not evaluate the shipped policy")
+    p.add_argument("--skip-shipped", action="store_true", help="skip the shipped policy and the hierarchy")
     return p
 
 
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     eval_env.close()
 
     shipped = None if args.skip_shipped else evaluate_shipped(out, args.eval_episodes, args.video_episodes)
+    hierarchy = None if args.skip_shipped else run_hierarchy(out, args.video_episodes > 0)
 
     summary = {
         "map": args.map,
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "random_policy": baseline.to_dict() | {"per_episode": None},
         "video": str(out / "eval.mp4") if frames else None,
         "shipped_policy": shipped,
+        "hierarchy": hierarchy,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print(
@@ -115,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"[demo] shipped policy, {label}: success {res['success_rate']:.0%}, "
                 f"episodes with a wall contact {res['episodes_with_collision']}/{res['episodes']}"
             )
+    if hierarchy:
+        print(
+            f"[demo] hierarchy (graph planner + shipped policy): {hierarchy['task']!r}: "
+            f"{'success' if hierarchy['success'] else 'failed: ' + hierarchy['reason']} in {hierarchy['steps']} steps"
+        )
     print(f"[demo] wrote {out / 'summary.json'}, {out / 'model.zip'}" + (f", {out / 'eval.mp4'}" if frames else ""))
     return 0
 
@@ -143,6 +152,29 @@ def evaluate_shipped(out: Path, episodes: int, video_episodes: int) -> dict[str,
     if video.exists():
         video.replace(out / "shipped_apartment.mp4")
     return results
+
+
+def run_hierarchy(out: Path, video: bool) -> dict:
+    """The graph planner and the shipped policy on the first multi-goal apartment task."""
+    from dataclasses import replace
+
+    from hrl.hierarchy_eval import run_suite
+    from hrl.policy import GoalPolicy
+    from hrl.tasks import load_suite
+
+    suite = load_suite("apartment_multi")
+    suite = replace(suite, episodes=suite.episodes[:1])
+    print(f"[demo] hierarchy: graph planner + shipped policy: {suite.episodes[0].text!r}")
+    result = run_suite(
+        "graph",
+        suite,
+        GoalPolicy.load("shipped:rover_local"),
+        out_dir=out / "hierarchy",
+        video_episode=0 if video else None,
+        progress=False,
+    )
+    row = result.rows[0]
+    return {k: row[k] for k in ("task", "success", "reason", "steps", "replans", "goals_reached", "goals_total")}
 
 
 if __name__ == "__main__":

@@ -90,7 +90,13 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
         planner_params=dict(config.planner.params),
         seeds=tuple(config.seeds),
         executor=ExecutorConfig(
-            ex.stuck_window, ex.stuck_progress, ex.max_collision_steps, ex.max_replans, suite.max_episode_steps
+            stuck_window=ex.stuck_window,
+            stuck_progress=ex.stuck_progress,
+            max_collision_steps=ex.max_collision_steps,
+            max_replans=ex.max_replans,
+            max_episode_steps=suite.max_episode_steps,
+            recoveries=ex.recoveries,
+            backoff_steps=ex.backoff_steps,
         ),
         out_dir=out_dir,
         video_episode=0 if config.video_episodes > 0 else None,

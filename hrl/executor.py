@@ -34,13 +34,16 @@ class ExecutorConfig:
     max_collision_steps: int = 20
     max_replans: int = 3
     max_episode_steps: int = 3000
+    recoveries: int = 2
+    backoff_steps: int = 8
 
     def __post_init__(self) -> None:
         for name in ("stuck_window", "max_collision_steps", "max_episode_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"executor {name} must be >= 1, got {getattr(self, name)}")
-        if self.max_replans < 0:
-            raise ValueError(f"executor max_replans must be >= 0, got {self.max_replans}")
+        for name in ("max_replans", "recoveries", "backoff_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"executor {name} must be >= 0, got {getattr(self, name)}")
 
 
 @dataclass
@@ -75,6 +78,7 @@ class SubgoalExecutor:
         self.trajectory: list[tuple[float, float]] = []
         self.events: list[Event] = []
         self.frames: list[np.ndarray] | None = None
+        self.record_every = 2  # render every other control step (rendering costs more than stepping)
 
     def start(self, obs: dict[str, np.ndarray], record: bool = False) -> None:
         self.obs = obs
@@ -95,35 +99,64 @@ class SubgoalExecutor:
         self.events.append(Event(self.steps, kind, detail, x, y))
 
     def run_subgoal(self, sub: GroundedSubgoal) -> SubgoalOutcome:
+        """Drive to ``sub``; when stuck or pressed against a wall, back off once (a recovery behaviour,
+        like a ROS navigation stack's back-up) and try again within the same step budget."""
         cfg = self.config
         self.obs = self.unwrapped.set_goal(sub.xy)
         self.event("subgoal_started", sub.label)
+        used = 0
+        recoveries = 0
+        while True:
+            reason, steps = self._drive(sub, sub.step_budget - used)
+            used += steps
+            if reason == "reached":
+                self.event("subgoal_reached", sub.label)
+                return SubgoalOutcome(True, "reached", used)
+            if reason not in ("stuck", "collisions") or recoveries >= cfg.recoveries or used >= sub.step_budget:
+                return self._fail(sub, reason, used)
+            recoveries += 1
+            self.event("recovery", f"{sub.label}: {reason}, backing off")
+            used += self._back_off(min(cfg.backoff_steps, sub.step_budget - used))
+
+    def _drive(self, sub: GroundedSubgoal, budget: int) -> tuple[str, int]:
+        cfg = self.config
         best = math.dist(self.position, sub.xy)
         best_at = 0
         in_contact = 0
-        for k in range(1, sub.step_budget + 1):
+        for k in range(1, budget + 1):
             if self.steps >= cfg.max_episode_steps:
-                return self._fail(sub, "episode_limit", k - 1)
-            self.obs, _, _, _, info = self.env.step(self.policy(self.obs))
-            self.steps += 1
-            here = self.position
-            self.path_length += math.dist(here, self.trajectory[-1])
-            self.trajectory.append(here)
-            if self.frames is not None:
-                self.frames.append(self.env.render())
-            self.collisions += int(info["collision"])
+                return "episode_limit", k - 1
+            info = self._step(self.policy(self.obs))
             in_contact = in_contact + 1 if info["collision"] else 0
-            d = math.dist(here, sub.xy)
+            d = math.dist(self.position, sub.xy)
             if d <= sub.tolerance:
-                self.event("subgoal_reached", sub.label)
-                return SubgoalOutcome(True, "reached", k)
+                return "reached", k
             if d < best - cfg.stuck_progress:
                 best, best_at = d, k
             if in_contact >= cfg.max_collision_steps:
-                return self._fail(sub, "collisions", k)
+                return "collisions", k
             if k - best_at >= cfg.stuck_window:
-                return self._fail(sub, "stuck", k)
-        return self._fail(sub, "budget", sub.step_budget)
+                return "stuck", k
+        return "budget", budget
+
+    def _back_off(self, steps: int) -> int:
+        """Reverse straight away from what the robot pressed into (the policy never learnt to)."""
+        for k in range(steps):
+            if self.steps >= self.config.max_episode_steps:
+                return k
+            self._step(np.array([-1.0, 0.0], dtype=np.float32))
+        return steps
+
+    def _step(self, action: np.ndarray) -> dict[str, Any]:
+        self.obs, _, _, _, info = self.env.step(action)
+        self.steps += 1
+        here = self.position
+        self.path_length += math.dist(here, self.trajectory[-1])
+        self.trajectory.append(here)
+        if self.frames is not None and self.steps % self.record_every == 0:
+            self.frames.append(self.env.render())
+        self.collisions += int(info["collision"])
+        return info
 
     def _fail(self, sub: GroundedSubgoal, reason: str, steps: int) -> SubgoalOutcome:
         self.event("subgoal_failed", f"{sub.label}: {reason}")
@@ -158,8 +191,9 @@ class EpisodeRecord:
 class HierarchicalAgent:
     """Planner + executor + policy. ``run(env, task, obs)`` executes one task from the current state."""
 
-    def __init__(self, planner: Planner, policy: PolicyFn, config: ExecutorConfig | None = None,
-                 goal_tolerance: float = 0.3) -> None:  # fmt: skip
+    def __init__(
+        self, planner: Planner, policy: PolicyFn, config: ExecutorConfig | None = None, goal_tolerance: float = 0.3
+    ) -> None:
         self.planner = planner
         self.policy = policy
         self.config = config or ExecutorConfig()
@@ -169,63 +203,39 @@ class HierarchicalAgent:
         self, env: Any, task: Task, obs: dict[str, np.ndarray], record: bool = False
     ) -> tuple[EpisodeRecord, SubgoalExecutor]:
         world = env.unwrapped.world
-        goal_points = [_goal_xy(g, world) for g in task.goals]
+        goals = [_goal_xy(g, world) for g in task.goals]
         ex = SubgoalExecutor(env, self.policy, self.config)
         ex.start(obs, record=record)
         latencies: list[float] = []
         plans: list[list[tuple[float, float]]] = []
         feedback: Feedback | None = None
-        done_goals = 0
-        replans = 0
-        reason = "unknown"
+        done, replans = 0, 0
         while True:
-            remaining = task.remaining(done_goals)
-            t0 = time.perf_counter()
-            try:
-                plan: Plan = self.planner.plan(remaining, Scene(world, ex.pose), feedback)
-            except Exception as err:
-                latencies.append(time.perf_counter() - t0)
-                ex.event("planner_error", f"{type(err).__name__}: {err}")
-                reason = f"planner_error: {type(err).__name__}: {err}"
-                break
-            latencies.append(time.perf_counter() - t0)
-            try:
-                subgoals = ground(plan, world)
-            except PlanError as err:
-                ex.event("plan_rejected", str(err))
-                reason = f"plan_rejected: {err}"
+            scene = Scene(world, ex.pose, ex.obs["observation"].copy() if ex.obs is not None else None)
+            subgoals, reason = self._plan(task.remaining(done), scene, feedback, ex, latencies)
+            if subgoals is None:
                 break
             plans.append([s.xy for s in subgoals])
-            ex.event("plan", f"{len(subgoals)} subgoals")
-            failed = None
-            for sub in subgoals:
-                outcome = ex.run_subgoal(sub)
-                done_goals = visited_in_order(ex.trajectory, goal_points, self.goal_tolerance)
-                if not outcome.reached:
-                    failed = (sub, outcome)
-                    break
-            if done_goals == len(goal_points):
+            done, failed = self._execute(ex, subgoals, goals)
+            if done == len(goals):
                 reason = "success"
                 break
-            if failed is None:  # plan finished but a goal was not visited in order
-                failed = (subgoals[-1], SubgoalOutcome(False, "plan_ended_short_of_goal", 0))
-            if failed[1].reason == "episode_limit" or replans >= self.config.max_replans:
-                reason = f"{failed[1].reason} at {failed[0].label}" + (
-                    " (replans exhausted)" if replans >= self.config.max_replans else ""
-                )
+            exhausted = replans >= self.config.max_replans
+            if failed.reason == "episode_limit" or exhausted:
+                reason = f"{failed.reason} at {failed.label}" + (" (replans exhausted)" if exhausted else "")
                 break
             replans += 1
             feedback = Feedback(
-                failed[0].label,
-                failed[1].reason,
+                failed.label,
+                failed.reason,
                 ex.pose,
                 attempt=replans,
-                failed_point=failed[0].xy,
+                failed_point=failed.point,
                 history=tuple(e.detail for e in ex.events if e.kind == "subgoal_failed"),
             )
             ex.event("replan", feedback.text())
         ex.event("done", reason)
-        record_ = EpisodeRecord(
+        episode = EpisodeRecord(
             success=reason == "success",
             reason=reason,
             steps=ex.steps,
@@ -234,13 +244,53 @@ class HierarchicalAgent:
             replans=replans,
             planner_calls=len(latencies),
             planner_latency_s=latencies,
-            goals_reached=done_goals,
-            goals_total=len(goal_points),
+            goals_reached=done,
+            goals_total=len(goals),
             events=ex.events,
             plans=plans,
             trajectory=ex.trajectory,
         )
-        return record_, ex
+        return episode, ex
+
+    def _plan(
+        self, task: Task, scene: Scene, feedback: Feedback | None, ex: SubgoalExecutor, latencies: list[float]
+    ) -> tuple[list[GroundedSubgoal] | None, str]:
+        """A grounded plan, or None and why not (the planner raised, or its plan does not ground)."""
+        t0 = time.perf_counter()
+        try:
+            plan: Plan = self.planner.plan(task, scene, feedback)
+        except Exception as err:  # a planner fault ends the episode cleanly, with its cause recorded
+            latencies.append(time.perf_counter() - t0)
+            ex.event("planner_error", f"{type(err).__name__}: {err}")
+            return None, f"planner_error: {type(err).__name__}: {err}"
+        latencies.append(time.perf_counter() - t0)
+        try:
+            subgoals = ground(plan, scene.world)
+        except PlanError as err:
+            ex.event("plan_rejected", str(err))
+            return None, f"plan_rejected: {err}"
+        ex.event("plan", f"{len(subgoals)} subgoals")
+        return subgoals, ""
+
+    def _execute(
+        self, ex: SubgoalExecutor, subgoals: list[GroundedSubgoal], goals: list[tuple[float, float]]
+    ) -> tuple[int, _Failure]:
+        """Run the plan; returns how many task goals are visited and, if it stopped short, where and why."""
+        done = 0
+        for sub in subgoals:
+            outcome = ex.run_subgoal(sub)
+            done = visited_in_order(ex.trajectory, goals, self.goal_tolerance)
+            if not outcome.reached:
+                return done, _Failure(sub.label, outcome.reason, sub.xy)
+        last = subgoals[-1]
+        return done, _Failure(last.label, "plan_ended_short_of_goal", last.xy)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    label: str
+    reason: str
+    point: tuple[float, float]
 
 
 def _goal_xy(goal: Any, world: Any) -> tuple[float, float]:

@@ -95,7 +95,8 @@ def run_suite(
                 }
             )
             if record_this and ex.frames:
-                _write_plan_video(ex.frames, episode, env, out_dir / f"{planner_name}_{suite.name}_ep{i}.mp4")
+                video = out_dir / f"{planner_name}_{suite.name}_ep{i}.mp4"
+                _write_plan_video(ex.frames, episode, env, ex.record_every, video)
             bar.update(1)
     bar.close()
     env.close()
@@ -161,15 +162,17 @@ def markdown_table(summaries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_plan_video(frames: list[np.ndarray], episode: EpisodeRecord, env: gym.Env, path: Path) -> None:
+def _write_plan_video(frames: list[np.ndarray], episode: EpisodeRecord, env: gym.Env, every: int, path: Path) -> None:
+    """Frames (one per ``every`` control steps) with the active plan and the path so far drawn on them."""
     to_pixel = env.unwrapped.physics.world_to_pixel
     plan_starts = [e.step for e in episode.events if e.kind == "plan"]
     out = []
     for k, frame in enumerate(frames):
-        idx = max(0, sum(1 for s in plan_starts if s <= k) - 1)
+        step = k * every
+        idx = max(0, sum(1 for s in plan_starts if s <= step) - 1)
         plan = episode.plans[idx] if episode.plans else []
-        out.append(draw_plan(frame, to_pixel, plan, episode.trajectory[: k + 1]))
-    write_video(out[::2], path, fps=env.unwrapped.control_hz / 2)
+        out.append(draw_plan(frame, to_pixel, plan, episode.trajectory[: step + 1]))
+    write_video(out, path, fps=env.unwrapped.control_hz / every)
 
 
 def _count(items: Any) -> dict[str, int]:

@@ -35,10 +35,11 @@ class Task:
 
 @dataclass(frozen=True)
 class Scene:
-    """What the planner may know: the map and where the robot is."""
+    """What the planner may know: the map, where the robot is, and (optionally) its current observation."""
 
     world: World
     robot_pose: Pose2D
+    observation: Any = None  # the policy's observation vector at robot_pose, when available
 
     @property
     def robot_xy(self) -> tuple[float, float]:

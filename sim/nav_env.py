@@ -169,6 +169,18 @@ class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._obs = self._observe()
         return self._obs
 
+    def observation_at(self, pose: Pose2D) -> dict[str, np.ndarray]:
+        """Place the robot at rest at ``pose`` and return what it observes there.
+
+        For planners that reason over states (SoRB) in their own copy of the world; unlike
+        ``reset(options={"start": ...})`` it samples no goal and accepts poses touching a wall.
+        """
+        if not all(math.isfinite(v) for v in (pose.x, pose.y, pose.yaw)) or not self.world.in_bounds((pose.x, pose.y)):
+            raise ValueError(f"pose {pose} is not a finite pose inside map {self.world.name!r}")
+        self.physics.reset(pose)
+        self._obs = self._observe()
+        return self._obs
+
     def set_local_goal_radius(self, radius: float) -> None:
         """Change the radius of ``local`` goals from the next reset on (goal curricula use this)."""
         config = replace(self.task.config, local_goal_radius=radius)

@@ -10,9 +10,9 @@ shortest path gives the waypoints. When a waypoint fails, the edges into it are 
 replanning (graph cleanup, as in the SoRB follow-up work).
 
 One addition to the paper, because this critic was trained in an open room and has never seen a goal
-behind a wall: an edge is also dropped when the node's own lidar reading in the direction of the target
-is shorter than the distance to it (the target is occluded from that state). It uses only the state's
-observation, no map. Set ``occlusion_check=False`` for the paper's version.
+behind a wall: an edge is also dropped when the node's own lidar scan shows an obstacle in the straight
+corridor (the robot's width) from the node to the target. It uses only that state's observation, no
+map. Set ``occlusion_check=False`` for the paper's version.
 """
 
 from __future__ import annotations
@@ -59,8 +59,12 @@ class SoRBPlanner:
         self.goal_tolerance = goal_tolerance
         self.gamma = float(self.policy.model.gamma)
         self.lidar = self.policy.lidar()
-        if occlusion_check and not math.isclose(self.lidar.fov_deg, 360.0):
-            raise ValueError("sorb occlusion_check needs a 360 degree lidar; set occlusion_check=False")
+        self._angles = np.asarray(self.lidar.angles())
+        from robots.spec import load_robot
+
+        robot_radius = load_robot(self.policy.robot_config.name).radius
+        self.clearance = robot_radius + 0.05
+        self.node_clearance = robot_radius + 0.25
         self._graphs: dict[str, tuple[nx.DiGraph, np.ndarray, Any]] = {}
 
     # ------------------------------------------------------------------ graph
@@ -80,27 +84,13 @@ class SoRBPlanner:
             return self._graphs[world.name]
         env = self._env(world)
         rng = np.random.default_rng(self.seed)
-        obs, _ = env.reset(seed=self.seed)
-        states = []
-        steps_on_goal = 0
-        for _ in range(self.collect_steps):
-            obs, _, _, _, info = env.step(self.policy(obs))
-            states.append(obs["observation"].copy())
-            steps_on_goal += 1
-            if info["is_success"] or steps_on_goal > 60:  # new random local goal, or a fresh start
-                steps_on_goal = 0
-                u = env.unwrapped
-                here = (float(obs["achieved_goal"][0]), float(obs["achieved_goal"][1]))
-                try:
-                    if rng.random() < 0.3:  # spread the visited states over the whole map
-                        raise RuntimeError("fresh start")
-                    goal = world.sample_free(
-                        rng, u.task.goal_clearance, near=here, radius=2.5, min_distance=0.6, line_of_sight=True
-                    )
-                    obs = u.set_goal(goal)
-                except RuntimeError:  # a fresh start (also when pressed against a wall: no goal in sight)
-                    obs, _ = env.reset(options={"start": _least_visited_start(world, rng, states)})
-        nodes = _farthest_points(np.asarray(states), self.n_nodes, rng)
+        env.reset(seed=self.seed)
+        states = np.asarray(self._collect_states(env, world, rng))
+        # waypoints must leave room to pass: keep states whose own scan shows clearance around them
+        clear = states[:, 6:].min(axis=1) * self.lidar.max_range >= self.node_clearance
+        if clear.sum() >= self.n_nodes:
+            states = states[clear]
+        nodes = _farthest_points(states, self.n_nodes, rng)
         dist = self.distances(nodes, nodes[:, :2])
         graph = nx.DiGraph()
         for i in range(len(nodes)):
@@ -111,6 +101,39 @@ class SoRBPlanner:
                 graph.add_edge(i, j, steps=float(dist[i, j]), weight=float(dist[i, j]) + self.edge_penalty)
         self._graphs[world.name] = (graph, nodes, env)
         return self._graphs[world.name]
+
+    def _collect_states(self, env: Any, world: World, rng: np.random.Generator) -> list[np.ndarray]:
+        """Roll the policy out towards random local goals in sight; restart where little was visited yet."""
+        u = env.unwrapped
+        states: list[np.ndarray] = []
+        obs = None
+        steps_on_goal = 0
+        reached = False
+        while len(states) < self.collect_steps:
+            if obs is None or steps_on_goal > 60 or reached:
+                steps_on_goal = 0
+                if obs is None or rng.random() < 0.3:  # spread the visited states over the whole map
+                    obs = u.observation_at(Pose2D(*_least_visited_start(world, rng, states)))
+                here = (float(obs["achieved_goal"][0]), float(obs["achieved_goal"][1]))
+                try:
+                    goal = world.sample_free(
+                        rng,
+                        u.task.goal_clearance,
+                        near=here,
+                        radius=2.5,
+                        min_distance=0.6,
+                        line_of_sight=True,
+                        max_tries=500,
+                    )
+                except RuntimeError:  # nothing in sight from here (e.g. pressed against a wall): restart
+                    obs = None
+                    continue
+                obs = u.set_goal(goal)
+            obs, _, _, _, info = env.step(self.policy(obs))
+            reached = bool(info["is_success"])
+            states.append(obs["observation"].copy())
+            steps_on_goal += 1
+        return states
 
     def distances(self, observations: np.ndarray, goals: np.ndarray) -> np.ndarray:
         """Predicted steps from each observation (rows) to each goal position (columns); inf if occluded."""
@@ -133,7 +156,8 @@ class SoRBPlanner:
         steps = np.log1p((1.0 - self.gamma) * q) / math.log(self.gamma)
         steps = steps.reshape(n, m)
         if self.occlusion_check:
-            steps[_occluded(observations, goals, self.lidar.max_range)] = np.inf
+            blocked = _blocked(observations, goals, self._angles, self.lidar.max_range, self.clearance)
+            steps[blocked] = np.inf
         return steps
 
     # ------------------------------------------------------------------ planning
@@ -145,9 +169,11 @@ class SoRBPlanner:
             self._forget_edges_into(graph, feedback.failed_point)
         pose = scene.robot_pose
         subgoals: list[Subgoal] = []
+        observation = scene.observation
         for goal in task.goals:
             target = goal_point(goal, world)
-            start_obs = _observation_at(env, pose)
+            start_obs = observation if observation is not None else _observation_at(env, pose)
+            observation = None
             path = self._path(graph, nodes, start_obs, target)
             for p in path:
                 subgoals.append(waypoint(p, 2.0))
@@ -195,13 +221,15 @@ class SoRBPlanner:
 
 def _observation_at(env: Any, pose: Pose2D) -> np.ndarray:
     """The observation the robot has at ``pose`` (on hardware: its live odometry and scan)."""
-    obs, _ = env.reset(options={"start": (pose.x, pose.y, pose.yaw)})
-    return obs["observation"].copy()
+    return env.unwrapped.observation_at(pose)["observation"].copy()
 
 
 def _least_visited_start(world: World, rng: np.random.Generator, states: list[np.ndarray]) -> tuple[float, ...]:
     """A free start pose far from the states visited so far, so the rollouts cover the whole map."""
     candidates = np.asarray([world.sample_free(rng, clearance=0.35) for _ in range(20)])
+    if not states:
+        x, y = candidates[0]
+        return (float(x), float(y), float(rng.uniform(-math.pi, math.pi)))
     visited = np.asarray([s[:2] for s in states[::10]])
     gaps = np.min(np.linalg.norm(candidates[:, None, :] - visited[None, :, :], axis=2), axis=1)
     x, y = candidates[int(np.argmax(gaps))]
@@ -220,16 +248,25 @@ def _farthest_points(states: np.ndarray, n: int, rng: np.random.Generator) -> np
     return states[chosen]
 
 
-def _occluded(observations: np.ndarray, goals: np.ndarray, max_range: float, margin: float = 0.15) -> np.ndarray:
-    """True where the lidar of observation i reads shorter than the distance to goal j in its direction."""
-    n_rays = observations.shape[1] - 6
-    x, y = observations[:, 0:1], observations[:, 1:2]
-    yaw = np.arctan2(observations[:, 3:4], observations[:, 2:3])
-    dx, dy = goals[None, :, 0] - x, goals[None, :, 1] - y
-    dist = np.hypot(dx, dy)
-    bearing = np.arctan2(dy, dx) - yaw
-    # rays at -pi + k * 2pi / n (360 degree lidar): the ray nearest to the bearing
-    k = np.round((np.mod(bearing + np.pi, 2 * np.pi)) / (2 * np.pi / n_rays)).astype(int) % n_rays
-    ranges = observations[:, 6:] * max_range
-    rows = np.arange(len(observations))[:, None]
-    return ranges[rows, k] < np.minimum(dist, max_range) - margin
+def _blocked(
+    observations: np.ndarray, goals: np.ndarray, angles: np.ndarray, max_range: float, radius: float
+) -> np.ndarray:
+    """True where the lidar of observation i shows an obstacle in the straight corridor (half-width
+    ``radius``) from its position to goal j: the robot could not drive there in a straight line."""
+    out = np.zeros((len(observations), len(goals)), dtype=bool)
+    cos_a, sin_a = np.cos(angles), np.sin(angles)
+    for lo in range(0, len(observations), 64):  # chunks keep the (rows, goals, rays) arrays small
+        obs = observations[lo : lo + 64]
+        ranges = obs[:, 6:] * max_range
+        valid = ranges < max_range - 1e-3  # a ray without a return shows no obstacle
+        hx, hy = ranges * cos_a, ranges * sin_a  # hit points in the robot frame
+        c, s = obs[:, 2:3], obs[:, 3:4]
+        dx, dy = goals[None, :, 0] - obs[:, 0:1], goals[None, :, 1] - obs[:, 1:2]
+        tx, ty = c * dx + s * dy, -s * dx + c * dy  # goals in the robot frame
+        dist = np.maximum(np.hypot(tx, ty), 1e-9)
+        ux, uy = (tx / dist)[:, :, None], (ty / dist)[:, :, None]
+        along = hx[:, None, :] * ux + hy[:, None, :] * uy
+        perp = np.abs(hx[:, None, :] * uy - hy[:, None, :] * ux)
+        inside = valid[:, None, :] & (along > 0) & (along < dist[:, :, None] + radius) & (perp < radius)
+        out[lo : lo + 64] = inside.any(axis=2)
+    return out

@@ -15,6 +15,8 @@ def test_demo_runs_end_to_end(tmp_path):
     assert (out / "eval.mp4").stat().st_size > 0
     assert set(summary["shipped_policy"]) == {"open_local", "apartment_local"}
     assert (out / "shipped_apartment.mp4").stat().st_size > 0
+    assert summary["hierarchy"]["goals_total"] == 3
+    assert (out / "hierarchy" / "graph_apartment_multi_ep0.mp4").stat().st_size > 0
 
 
 def test_demo_rejects_bad_arguments(capsys):

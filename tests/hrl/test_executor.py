@@ -143,3 +143,19 @@ def test_visited_in_order():
     assert visited_in_order(traj, [(2, 0), (0, 0)], 0.1) == 2
     assert visited_in_order(traj[:3], [(2, 0), (0, 0)], 0.1) == 1
     assert visited_in_order(traj, [(0, 5)], 0.1) == 0
+
+
+def test_recovery_backs_off_and_retries(policy):
+    """Pressed against a wall with the goal beyond it, the executor backs off before giving up."""
+    env = make_env()
+    obs, _ = env.reset(seed=0, options={"start": (4.0, 1.0, 0.0)})
+    ex = SubgoalExecutor(env, policy, ExecutorConfig(stuck_window=15, recoveries=2, backoff_steps=6))
+    ex.start(obs)
+    outcome = ex.run_subgoal(GroundedSubgoal(6.5, 1.0, 0.3, 300, "behind the wall"))
+    assert not outcome.reached
+    recoveries = [e for e in ex.events if e.kind == "recovery"]
+    assert len(recoveries) == 2
+    # backing off moved the robot away from the wall it pressed into (its face at x = 4.95)
+    xs = [x for x, _ in ex.trajectory]
+    pressed = next(i for i, x in enumerate(xs) if x > 4.7)
+    assert min(xs[pressed:]) < 4.6

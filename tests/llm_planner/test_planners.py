@@ -106,12 +106,13 @@ def test_bad_planner_parameters():
         make_planner("flat", step_budget=0)
 
 
-def test_sorb_graph_respects_cutoff_and_finds_path():
-    planner = make_planner("sorb", n_nodes=150, collect_steps=2500, max_edge_steps=30.0)
+def test_sorb_graph_respects_cutoff_and_finds_path(planners):
+    planner = planners["sorb"]  # default parameters, graph already built by the contract test
     world = load_world("two_rooms")
     graph, _, _ = planner.build_graph(world)
-    assert graph.number_of_nodes() == 150 and graph.number_of_edges() > 0
-    assert all(d["steps"] <= 30.0 for _, _, d in graph.edges(data=True))  # cutoff respected
+    assert graph.number_of_nodes() == planner.n_nodes and graph.number_of_edges() > 0
+    cutoff = planner.max_edge_steps
+    assert all(d["steps"] <= cutoff for _, _, d in graph.edges(data=True))  # cutoff respected
     assert all(d["weight"] == d["steps"] + planner.edge_penalty for _, _, d in graph.edges(data=True))
     # predicted distances grow with real distances on average (the critic is a distance estimate)
     w = np.array([d["steps"] for _, _, d in graph.edges(data=True)])
