@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,7 @@ def run_suite(
     env = make_suite_env(policy, suite, render=record_video)
     world = env.unwrapped.world
     rows: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
     total = len(seeds) * len(tasks)
     bar = tqdm(total=total, desc=f"{planner_name} on {suite.name}", unit="ep", disable=not progress, leave=False)
     for seed in seeds:
@@ -94,6 +95,7 @@ def run_suite(
                     **episode.row(),
                 }
             )
+            events += [{"seed": seed, "episode": i, **asdict(e)} for e in episode.events]
             if record_this and ex.frames:
                 video = out_dir / f"{planner_name}_{suite.name}_ep{i}.mp4"
                 _write_plan_video(ex.frames, episode, env, ex.record_every, video)
@@ -104,6 +106,8 @@ def run_suite(
     summary.update(planner=planner_name, suite=suite.name, seeds=list(seeds))
     if out_dir is not None:
         write_results(rows, summary, out_dir)
+        with open(out_dir / "events.jsonl", "w") as f:  # the executor's structured event log
+            f.writelines(json.dumps(e) + "\n" for e in events)
     return SuiteResult(rows, summary)
 
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks import env_throughput
 from benchmarks._common import record
 
@@ -42,3 +44,44 @@ def test_record_appends_rows(tmp_path, monkeypatch):
     assert text.count("## demo_bench") == 1
     assert "| 1 | 2 |" in text and "| 3 | 4 |" in text
     assert text.index("| 1 | 2 |") < text.index("| 3 | 4 |")
+
+
+def test_hierarchy_quick_prints_json_last(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "hierarchy.py"),
+            "--quick",
+            "--no-record",
+            "--planners",
+            "graph",
+            "flat",
+            "--suites",
+            "apartment_long",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=600,
+    ).stdout
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert figures["long_horizon_success"]["graph"] == 1.0
+    assert set(figures["cells"]) == {"graph/apartment_long", "flat/apartment_long"}
+    assert (tmp_path / "table.md").is_file()
+
+
+@pytest.mark.slow
+def test_train_lowlevel_quick_prints_json_last():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "train_lowlevel.py"), "--quick", "--no-record"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=900,
+    ).stdout
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert {"project", "sb3_defaults", "throughput_steps_per_s", "time_ratio"} <= set(figures)

@@ -67,8 +67,12 @@ def test_run_suite_writes_rows_summary_and_plan_video(tmp_path):
         "planner_latency_mean_s",
         "doors",
     }
-    for name in ("episodes.csv", "episodes.json", "summary.json", "summary.md"):
+    for name in ("episodes.csv", "episodes.json", "summary.json", "summary.md", "events.jsonl"):
         assert (tmp_path / name).is_file()
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    kinds = {e["kind"] for e in events}
+    assert {"plan", "subgoal_started", "subgoal_reached", "done"} <= kinds
+    assert {e["episode"] for e in events} == {0, 1}
     assert json.loads((tmp_path / "summary.json").read_text())["episodes"] == 2
     assert (tmp_path / "graph_apartment_long_ep0.mp4").stat().st_size > 0
 
