@@ -262,3 +262,28 @@ def test_joblib_multirun_trains_each_job(tmp_path):
     assert len(summaries) == 2
     seeds = {yaml.safe_load((s.parent / "final_model.policy.yaml").read_text())["seed"] for s in summaries}
     assert seeds == {0, 1}
+
+
+def test_ray_multirun_in_local_mode(tmp_path):
+    """The Ray launcher preset in local mode (runs where the `cluster` extra is installed)."""
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hrl.train",
+            "-m",
+            "seed=0,1",
+            "hydra/launcher=ray",
+            *[o for o in TINY if not o.startswith("total_steps")],
+            "total_steps=300",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list(sweep.glob("*/summary.json"))) == 2
