@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hrl.algorithms import ALGORITHMS, FEATURES
+from hrl.executor import ExecutorConfig
 
 
 def _positive(owner: str, name: str, value: Any, integer: bool = False) -> None:
@@ -241,16 +242,6 @@ class PlannerConfig:
 
 
 @dataclass
-class ExecutorSettings:
-    stuck_window: int = 40
-    stuck_progress: float = 0.15
-    max_collision_steps: int = 20
-    max_replans: int = 3
-    recoveries: int = 2
-    backoff_steps: int = 8
-
-
-@dataclass
 class EvalRunConfig:
     """``hrl-eval``: a policy evaluated on an env (goal reaching), or with a planner on a task suite."""
 
@@ -264,7 +255,7 @@ class EvalRunConfig:
     planner: PlannerConfig | None = None
     task: Any = None  # a task suite from configs/task/ (hrl.tasks.TaskSuiteConfig fields)
     seeds: list[int] = field(default_factory=lambda: [0])
-    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def validate(self) -> None:
         self.env.validate()

@@ -2,8 +2,9 @@
 
 ``make demo`` (or ``hrl-demo`` / ``python -m hrl.demo``):
 
-1. trains SAC + HER on the ``open`` map with local goals for a few thousand steps on the CPU and
-   evaluates it against a random policy on the same goals (``eval.mp4``);
+1. trains SAC + HER (the project's recipe, through ``hrl.training.train``) on the ``open`` map with local
+   goals for a few thousand steps on the CPU (run directory ``train/``: metrics, learning curve, model)
+   and evaluates it against a random policy on the same goals (``eval.mp4``);
 2. loads the shipped low-level policy (``hrl/policies/rover_local``) and evaluates it on local goals
    in ``open`` and in the ``apartment`` (``shipped_apartment.mp4``);
 3. runs the hierarchy: the ``graph`` planner with the shipped policy on a multi-goal apartment task
@@ -45,49 +46,35 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--video-episodes must be >= 0, got {args.video_episodes}")
 
     import gymnasium as gym
-    from stable_baselines3 import SAC, HerReplayBuffer
 
     import sim  # noqa: F401  (registers hrl/RoverNav-v0)
+    from hrl.config import AlgoConfig, CheckpointConfig, EnvConfig, EvalConfig, TrainConfig
     from hrl.evaluation import evaluate
-    from hrl.features import GoalFrameExtractor
+    from hrl.policy import GoalPolicy
+    from hrl.training import train
     from hrl.video import write_video
 
     out = args.out or Path("runs") / "demo" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
-    env_kwargs = {"map": args.map, "goal_mode": "local", "local_goal_radius": 1.5, "max_steps": 60}
-
-    env = gym.make("hrl/RoverNav-v0", **env_kwargs)
-    model = SAC(
-        "MultiInputPolicy",
-        env,
-        replay_buffer_class=HerReplayBuffer,
-        replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
-        learning_starts=200,  # HER needs more than one full episode (max_steps) before updates
-        batch_size=256,
-        learning_rate=1e-3,
-        gamma=0.95,
-        tau=0.05,
-        # Goal in the robot frame (map-independent); [64, 64] trains ~2.5x faster than [256, 256] on a CPU.
-        policy_kwargs={"net_arch": [64, 64], "features_extractor_class": GoalFrameExtractor},
+    # the project's recipe (configs/algo/sac_her.yaml) on short local goals, for a short run
+    config = TrainConfig(
+        env=EnvConfig(map=args.map, goal_mode="local", local_goal_radius=1.5, max_steps=60),
+        algo=AlgoConfig(learning_starts=200),
+        eval=EvalConfig(every_steps=max(args.steps // 3, 1), episodes=10, video_episodes=0),
+        checkpoint=CheckpointConfig(every_steps=args.steps, keep=1),
+        experiment_name="demo",
         seed=args.seed,
-        verbose=0,
-        device="cpu",
+        total_steps=args.steps,
+        tensorboard=False,
     )
-    print(f"[demo] training SAC+HER on map {args.map!r} for {args.steps} steps -> {out}")
+    print(f"[demo] training SAC+HER on map {args.map!r} for {args.steps} steps -> {out / 'train'}")
     t0 = time.perf_counter()
-    model.learn(total_timesteps=args.steps, progress_bar=True)
+    train(config, out / "train")
     train_s = time.perf_counter() - t0
-    model.save(out / "model.zip")
-    env.close()
+    policy = GoalPolicy.load(out / "train" / "final_model.zip")
 
-    eval_env = gym.make("hrl/RoverNav-v0", render_mode="rgb_array", **env_kwargs)
-    trained, frames = evaluate(
-        lambda obs: model.predict(obs, deterministic=True)[0],
-        eval_env,
-        args.eval_episodes,
-        seed=10_000,
-        record_episodes=args.video_episodes,
-    )
+    eval_env = gym.make(config.env.id, render_mode="rgb_array", **config.env.make_kwargs(config.robot))
+    trained, frames = evaluate(policy, eval_env, args.eval_episodes, seed=10_000, record_episodes=args.video_episodes)
     rng = np.random.default_rng(args.seed)
     baseline, _ = evaluate(lambda obs: rng.uniform(-1, 1, 2), eval_env, args.eval_episodes, seed=10_000)
     if frames:
@@ -102,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_steps": args.steps,
         "train_seconds": round(train_s, 1),
         "train_steps_per_second": round(args.steps / train_s, 1),
+        "train_run": str(out / "train"),
         "policy": trained.to_dict() | {"per_episode": None},
         "random_policy": baseline.to_dict() | {"per_episode": None},
         "video": str(out / "eval.mp4") if frames else None,
@@ -124,7 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             f"[demo] hierarchy (graph planner + shipped policy): {hierarchy['task']!r}: "
             f"{'success' if hierarchy['success'] else 'failed: ' + hierarchy['reason']} in {hierarchy['steps']} steps"
         )
-    print(f"[demo] wrote {out / 'summary.json'}, {out / 'model.zip'}" + (f", {out / 'eval.mp4'}" if frames else ""))
+    print(
+        f"[demo] wrote {out / 'summary.json'}, the training run in {out / 'train'}"
+        + (f", {out / 'eval.mp4'}" if frames else "")
+    )
     return 0
 
 

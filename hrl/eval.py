@@ -73,7 +73,6 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
     """``planner=<name> task=<suite>``: the planner with the policy on every episode of the suite."""
     from omegaconf import OmegaConf
 
-    from hrl.executor import ExecutorConfig
     from hrl.hierarchy_eval import markdown_table, run_suite
     from hrl.policy import GoalPolicy
     from hrl.tasks import suite_from_dict
@@ -82,22 +81,13 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
     task = config.task if isinstance(config.task, dict) else OmegaConf.to_container(config.task)
     suite = suite_from_dict(task)
     policy = GoalPolicy.load(config.policy)
-    ex = config.executor
     result = run_suite(
         config.planner.name,
         suite,
         policy,
         planner_params=dict(config.planner.params),
         seeds=tuple(config.seeds),
-        executor=ExecutorConfig(
-            stuck_window=ex.stuck_window,
-            stuck_progress=ex.stuck_progress,
-            max_collision_steps=ex.max_collision_steps,
-            max_replans=ex.max_replans,
-            max_episode_steps=suite.max_episode_steps,
-            recoveries=ex.recoveries,
-            backoff_steps=ex.backoff_steps,
-        ),
+        executor=replace(config.executor, max_episode_steps=suite.max_episode_steps),
         out_dir=out_dir,
         video_episode=0 if config.video_episodes > 0 else None,
         progress=config.progress_bar,
@@ -110,7 +100,10 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    config: EvalRunConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    try:
+        config: EvalRunConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except ValueError as err:  # a dataclass rejected a value (e.g. executor.stuck_window=0)
+        fail(str(err))
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     if config.task is not None or config.planner is not None:
         try:

@@ -27,8 +27,10 @@ from sim.world import Pose2D
 PolicyFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
-@dataclass(frozen=True)
+@dataclass
 class ExecutorConfig:
+    """Limits of the subgoal executor (also the ``executor.*`` keys of ``hrl-eval``)."""
+
     stuck_window: int = 40
     stuck_progress: float = 0.15
     max_collision_steps: int = 20

@@ -11,7 +11,8 @@ def test_demo_runs_end_to_end(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["train_steps"] == 300
     assert summary["policy"]["episodes"] == 2 and summary["random_policy"]["episodes"] == 2
-    assert (out / "model.zip").stat().st_size > 0
+    assert (out / "train" / "final_model.zip").stat().st_size > 0
+    assert (out / "train" / "learning_curve.png").is_file()
     assert (out / "eval.mp4").stat().st_size > 0
     assert set(summary["shipped_policy"]) == {"open_local", "apartment_local"}
     assert (out / "shipped_apartment.mp4").stat().st_size > 0

@@ -111,3 +111,22 @@ def test_hrl_eval_task_without_planner(tmp_path):
         timeout=300,
     )
     assert done.returncode == 2 and "needs a planner" in done.stderr
+
+
+def test_hrl_eval_rejects_bad_executor_setting(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hrl.eval",
+            "planner=graph",
+            "task=maze_long",
+            "executor.stuck_window=0",
+            f"hydra.run.dir={tmp_path / 'x'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "executor stuck_window must be >= 1, got 0" in done.stderr
