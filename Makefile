@@ -17,7 +17,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml scripts/install_system_deps.sh
 	bash scripts/install_system_deps.sh
-	@$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 10))" || { echo "need Python >= 3.10 as $(PYTHON) (make setup PYTHON=python3.11)"; exit 1; }
+	@$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11))" || { echo "need Python >= 3.11 as $(PYTHON) (make setup PYTHON=python3.11)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet "$(TORCH_SPEC)"
