@@ -75,17 +75,12 @@ class Plan(_Strict):
     @classmethod
     def from_json(cls, text: str) -> Plan:
         """Parse untrusted JSON (e.g. model output); raises PlanError with the validation problems."""
-        try:
-            return cls.model_validate_json(text)
-        except ValidationError as err:
-            raise PlanError(f"invalid plan: {_summarise(err)}") from err
+        return _validated(cls.model_validate_json, text)
 
     @classmethod
     def from_data(cls, data: Any) -> Plan:
-        try:
-            return cls.model_validate(data)
-        except ValidationError as err:
-            raise PlanError(f"invalid plan: {_summarise(err)}") from err
+        """Validate untrusted data (dicts and lists); raises PlanError like :meth:`from_json`."""
+        return _validated(cls.model_validate, data)
 
     @classmethod
     def json_schema(cls, names: dict[str, list[str]] | None = None) -> dict[str, Any]:
@@ -98,20 +93,6 @@ class Plan(_Strict):
                 if names.get(kind):
                     defs[key]["properties"]["name"] = {"type": "string", "enum": sorted(names[kind])}
         return schema
-
-
-def plan_of_points(
-    points: list[tuple[float, float]],
-    tolerance: float = DEFAULT_TOLERANCE,
-    step_budget: int = DEFAULT_STEP_BUDGET,
-    rationale: str | None = None,
-) -> Plan:
-    return Plan(
-        subgoals=[
-            Subgoal(target=PointTarget(x=x, y=y), tolerance=tolerance, step_budget=step_budget) for x, y in points
-        ],
-        rationale=rationale,
-    )
 
 
 @dataclass(frozen=True)
@@ -188,6 +169,13 @@ def _unknown(kind: str, name: str, known: list[str]) -> str:
     return f"unknown {kind} {name!r}{did_you_mean(name.lower(), [k.lower() for k in known])}; known: {', '.join(known)}"
 
 
+def _validated(validate: Any, value: Any) -> Plan:
+    try:
+        return validate(value)
+    except ValidationError as err:
+        raise PlanError(f"invalid plan: {_summarise(err)}") from err
+
+
 def _summarise(err: ValidationError) -> str:
     parts = []
     for e in err.errors()[:5]:
@@ -206,6 +194,5 @@ __all__ = [
     "RoomTarget",
     "Subgoal",
     "ground",
-    "plan_of_points",
     "resolve_target",
 ]

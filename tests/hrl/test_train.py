@@ -236,9 +236,8 @@ def test_curriculum_grows_goal_radius():
     venv.close()
 
 
-def test_joblib_multirun_trains_each_job(tmp_path):
-    """A real local parallel sweep through Hydra's joblib launcher plugin: one run directory per job."""
-    sweep = tmp_path / "sweep"
+def run_sweep(sweep: Path, *launcher: str) -> list[Path]:
+    """A real two-seed multirun through a Hydra launcher; the summaries of its runs."""
     done = subprocess.run(
         [
             sys.executable,
@@ -246,36 +245,7 @@ def test_joblib_multirun_trains_each_job(tmp_path):
             "hrl.train",
             "-m",
             "seed=0,1",
-            "hydra/launcher=joblib",
-            "hydra.launcher.n_jobs=2",
-            *[o for o in TINY if not o.startswith("total_steps")],
-            "total_steps=300",
-            f"hydra.sweep.dir={sweep}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    summaries = sorted(sweep.glob("*/summary.json"))
-    assert len(summaries) == 2
-    seeds = {yaml.safe_load((s.parent / "final_model.policy.yaml").read_text())["seed"] for s in summaries}
-    assert seeds == {0, 1}
-
-
-def test_ray_multirun_in_local_mode(tmp_path):
-    """The Ray launcher preset in local mode (runs where the `cluster` extra is installed)."""
-    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
-    sweep = tmp_path / "sweep"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hrl.train",
-            "-m",
-            "seed=0,1",
-            "hydra/launcher=ray",
+            *launcher,
             *[o for o in TINY if not o.startswith("total_steps")],
             "total_steps=300",
             f"hydra.sweep.dir={sweep}",
@@ -286,4 +256,18 @@ def test_ray_multirun_in_local_mode(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert len(list(sweep.glob("*/summary.json"))) == 2
+    summaries = sorted(sweep.glob("*/summary.json"))
+    seeds = {yaml.safe_load((s.parent / "final_model.policy.yaml").read_text())["seed"] for s in summaries}
+    assert len(summaries) == 2 and seeds == {0, 1}
+    return summaries
+
+
+def test_joblib_multirun_trains_each_job(tmp_path):
+    """A real local parallel sweep through Hydra's joblib launcher plugin: one run directory per job."""
+    run_sweep(tmp_path / "sweep", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+
+
+def test_ray_multirun_in_local_mode(tmp_path):
+    """The Ray launcher preset in local mode (runs where the `cluster` extra is installed)."""
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    run_sweep(tmp_path / "sweep", "hydra/launcher=ray")
