@@ -61,7 +61,7 @@ class Event:
 @dataclass
 class SubgoalOutcome:
     reached: bool
-    reason: str  # reached | budget | stuck | collisions | episode_limit
+    reason: str  # reached | budget | stuck | collisions | episode_limit | entered_avoided_room
     steps: int
 
 
@@ -81,6 +81,19 @@ class SubgoalExecutor:
         self.events: list[Event] = []
         self.frames: list[np.ndarray] | None = None
         self.record_every = 2  # render every other control step (rendering costs more than stepping)
+        self.avoid: list[tuple[str, Any]] = []  # (room name, shrunk polygon) the robot must not enter
+        self.violation: str | None = None  # the avoided room the robot entered
+
+    def set_avoid(self, world: Any, rooms: tuple[str, ...], margin: float = 0.1) -> None:
+        """Rooms the robot must not enter: entering one (its centre ``margin`` inside the room's walls)
+        ends the subgoal with reason ``entered_avoided_room``."""
+        import shapely
+
+        self.avoid = []
+        for name in rooms:
+            shape = world.room(name).shape.buffer(-margin)
+            shapely.prepare(shape)
+            self.avoid.append((name, shape))
 
     def start(self, obs: dict[str, np.ndarray], record: bool = False) -> None:
         self.obs = obs
@@ -131,6 +144,8 @@ class SubgoalExecutor:
             info = self._step(self.policy(self.obs))
             in_contact = in_contact + 1 if info["collision"] else 0
             d = math.dist(self.position, sub.xy)
+            if self.avoid and self._entered_avoided():
+                return "entered_avoided_room", k
             if d <= sub.tolerance:
                 return "reached", k
             if d < best - cfg.stuck_progress:
@@ -140,6 +155,16 @@ class SubgoalExecutor:
             if k - best_at >= cfg.stuck_window:
                 return "stuck", k
         return "budget", budget
+
+    def _entered_avoided(self) -> bool:
+        import shapely
+
+        x, y = self.position
+        for name, shape in self.avoid:
+            if shapely.contains_xy(shape, x, y):
+                self.violation = name
+                return True
+        return False
 
     def _back_off(self, steps: int) -> int:
         """Reverse straight away from what the robot pressed into (the policy never learnt to)."""
@@ -175,16 +200,18 @@ class EpisodeRecord:
     replans: int
     planner_calls: int
     planner_latency_s: list[float]
+    planner_tokens: int
     goals_reached: int
     goals_total: int
     events: list[Event] = field(default_factory=list)
     plans: list[list[tuple[float, float]]] = field(default_factory=list)
+    plan_labels: list[list[str]] = field(default_factory=list)
     trajectory: list[tuple[float, float]] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         """The per-episode figures (no event log, no trajectory)."""
         d = asdict(self)
-        for key in ("events", "plans", "trajectory", "planner_latency_s"):
+        for key in ("events", "plans", "plan_labels", "trajectory", "planner_latency_s"):
             d.pop(key)
         d["planner_latency_mean_s"] = float(np.mean(self.planner_latency_s)) if self.planner_latency_s else 0.0
         return d
@@ -200,6 +227,7 @@ class HierarchicalAgent:
         self.policy = policy
         self.config = config or ExecutorConfig()
         self.goal_tolerance = goal_tolerance
+        self._tokens = 0
 
     def run(
         self, env: Any, task: Task, obs: dict[str, np.ndarray], record: bool = False
@@ -207,9 +235,12 @@ class HierarchicalAgent:
         world = env.unwrapped.world
         goals = [_goal_xy(g, world) for g in task.goals]
         ex = SubgoalExecutor(env, self.policy, self.config)
+        ex.set_avoid(world, task.avoid)
         ex.start(obs, record=record)
+        self._tokens = 0
         latencies: list[float] = []
         plans: list[list[tuple[float, float]]] = []
+        labels: list[list[str]] = []
         feedback: Feedback | None = None
         done, replans = 0, 0
         while True:
@@ -218,9 +249,13 @@ class HierarchicalAgent:
             if subgoals is None:
                 break
             plans.append([s.xy for s in subgoals])
+            labels.append([s.label for s in subgoals])
             done, failed = self._execute(ex, subgoals, goals)
             if done == len(goals):
                 reason = "success"
+                break
+            if failed.reason == "entered_avoided_room":  # the task's constraint is broken for good
+                reason = f"entered avoided room {ex.violation}"
                 break
             exhausted = replans >= self.config.max_replans
             if failed.reason == "episode_limit" or exhausted:
@@ -234,6 +269,7 @@ class HierarchicalAgent:
                 attempt=replans,
                 failed_point=failed.point,
                 history=tuple(e.detail for e in ex.events if e.kind == "subgoal_failed"),
+                reached=tuple(e.detail for e in ex.events if e.kind == "subgoal_reached"),
             )
             ex.event("replan", feedback.text())
         ex.event("done", reason)
@@ -246,10 +282,12 @@ class HierarchicalAgent:
             replans=replans,
             planner_calls=len(latencies),
             planner_latency_s=latencies,
+            planner_tokens=self._tokens,
             goals_reached=done,
             goals_total=len(goals),
             events=ex.events,
             plans=plans,
+            plan_labels=labels,
             trajectory=ex.trajectory,
         )
         return episode, ex
@@ -263,15 +301,18 @@ class HierarchicalAgent:
             plan: Plan = self.planner.plan(task, scene, feedback)
         except Exception as err:  # a planner fault ends the episode cleanly, with its cause recorded
             latencies.append(time.perf_counter() - t0)
+            self._tokens += _usage(self.planner).get("tokens", 0)
             ex.event("planner_error", f"{type(err).__name__}: {err}")
             return None, f"planner_error: {type(err).__name__}: {err}"
         latencies.append(time.perf_counter() - t0)
+        usage = _usage(self.planner)
+        self._tokens += usage.get("tokens", 0)
         try:
             subgoals = ground(plan, scene.world)
         except PlanError as err:
             ex.event("plan_rejected", str(err))
             return None, f"plan_rejected: {err}"
-        ex.event("plan", f"{len(subgoals)} subgoals")
+        ex.event("plan", f"{len(subgoals)} subgoals" + "".join(f"; {k} {v}" for k, v in usage.items()))
         return subgoals, ""
 
     def _execute(
@@ -293,6 +334,12 @@ class _Failure:
     label: str
     reason: str
     point: tuple[float, float]
+
+
+def _usage(planner: Any) -> dict[str, Any]:
+    """What the planner's last call cost (LLM planners report tokens, model calls, cache hits)."""
+    usage = getattr(planner, "last_usage", None)
+    return dict(usage) if usage else {}
 
 
 def _goal_xy(goal: Any, world: Any) -> tuple[float, float]:

@@ -1,8 +1,10 @@
 """Task suites for hierarchical evaluation (configs/task/*.yaml): episodes of ordered goals in a map.
 
 Each episode names a start (a named start pose of the map or [x, y, yaw]), the goals to visit in
-order (landmark or room names, or [x, y]) and the instruction text. Success is checked on the executed
-trajectory: every goal visited within ``goal_tolerance``, in order (:func:`hrl.executor.visited_in_order`).
+order (landmark or room names, or [x, y]), optionally rooms to ``avoid``, the instruction text and a
+``category`` (language suites: single, multi, alias, indirect, avoid). Success is checked on the
+executed trajectory: every goal visited within ``goal_tolerance``, in order
+(:func:`hrl.executor.visited_in_order`), and no avoided room ever entered.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class TaskEpisodeConfig:
     start: Any = None
     goals: list[Any] = field(default_factory=list)
     text: str = ""
+    avoid: list[str] = field(default_factory=list)
+    category: str = ""
 
 
 @dataclass
@@ -49,12 +53,30 @@ class TaskSuiteConfig:
             goals = tuple(g if isinstance(g, str) else (float(g[0]), float(g[1])) for g in ep.goals)
             if not goals:
                 raise ValueError(f"task suite {self.name!r}: episodes[{i}] has no goals")
+            where = f"task suite {self.name!r}: episodes[{i}]"
             for g in goals:
                 if isinstance(g, str):
                     world.resolve(g)  # raises with the known names
             start = ep.start if isinstance(ep.start, str) else tuple(float(v) for v in ep.start)
-            out.append((start, Task(ep.text or "visit " + " then ".join(map(str, goals)), goals)))
+            avoid = tuple(ep.avoid)
+            for room in avoid:
+                world.room(room)  # raises with the known rooms
+                start_xy = (world.starts[start].x, world.starts[start].y) if isinstance(start, str) else start[:2]
+                if _room_of(world, start_xy) == room:
+                    raise ValueError(f"{where} starts in {room!r}, a room it must avoid")
+                for g in goals:
+                    if _room_of(world, g) == room:
+                        raise ValueError(f"{where}: goal {g!r} lies in {room!r}, a room it must avoid")
+            out.append((start, Task(ep.text or "visit " + " then ".join(map(str, goals)), goals, avoid)))
         return out
+
+
+def _room_of(world: Any, place: Any) -> str | None:
+    from llm_planner.planners.common import goal_point
+
+    xy = place if isinstance(place, tuple) else goal_point(place, world)
+    room = world.room_at(xy)
+    return room.name if room is not None else None
 
 
 def load_suite(name_or_path: str | Path) -> TaskSuiteConfig:

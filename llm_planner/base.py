@@ -19,18 +19,20 @@ Goal = str | tuple[float, float]
 
 @dataclass(frozen=True)
 class Task:
-    """What to do: ``goals`` are visited in order (place names, or (x, y) in metres); ``text`` is the
-    instruction as a person would say it (LLM planners read it; the others use ``goals``)."""
+    """What to do: ``goals`` are visited in order (place names, or (x, y) in metres), never entering the
+    rooms in ``avoid``; ``text`` is the instruction as a person would say it. LLM planners read only
+    ``text`` (and the scene); the others use ``goals`` and ``avoid``."""
 
     text: str
     goals: tuple[Goal, ...]
+    avoid: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.goals:
             raise ValueError(f"task {self.text!r} has no goals")
 
     def remaining(self, done: int) -> Task:
-        return Task(self.text, self.goals[done:])
+        return Task(self.text, self.goals[done:], self.avoid)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Feedback:
     attempt: int
     failed_point: tuple[float, float] | None = None
     history: tuple[str, ...] = field(default_factory=tuple)
+    reached: tuple[str, ...] = field(default_factory=tuple)  # labels of the subgoals reached so far, in order
 
     def text(self) -> str:
         return (
@@ -79,6 +82,8 @@ PLANNERS: dict[str, str] = {
     "graph": "llm_planner.planners.graph:GraphPlanner",
     "random": "llm_planner.planners.random_waypoints:RandomPlanner",
     "sorb": "llm_planner.planners.sorb:SoRBPlanner",
+    "llm_goals": "llm_planner.planners.llm:LLMGoalsPlanner",
+    "llm_route": "llm_planner.planners.llm:LLMRoutePlanner",
 }
 
 

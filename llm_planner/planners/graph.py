@@ -4,7 +4,8 @@ For each task goal, the robot's position and the goal are joined to the doors of
 shortest metric path through door nodes is taken. Every door becomes three waypoints (in front of it,
 in it, behind it) so the low-level policy passes straight through the gap, and long legs are split so
 consecutive waypoints stay within the policy's reliable range. After a failure (feedback) the route is
-planned again from where the robot stands, with the failed door made costlier.
+planned again from where the robot stands, with the failed door made costlier. Rooms in the task's
+``avoid`` are taken out of the graph; a goal that cannot be reached without them is a PlanError.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import networkx as nx
 
 from llm_planner.base import Feedback, Scene, Task
-from llm_planner.plan import Plan, Subgoal
+from llm_planner.plan import Plan, PlanError, Subgoal
 from llm_planner.planners.common import (
     MAX_SPACING,
     densify,
@@ -54,7 +55,7 @@ class GraphPlanner:
         position = scene.robot_xy
         for goal in task.goals:
             target = goal_point(goal, world)
-            route = self.route(world, position, target)
+            route = self.route(world, position, target, avoid=task.avoid)
             for p, _inserted in densify(route, position, self.spacing)[:-1]:
                 subgoals.append(waypoint(p, self.spacing))
             # densify keeps the last leg within `spacing` too
@@ -68,10 +69,14 @@ class GraphPlanner:
             position = target
         return Plan(subgoals=subgoals, rationale="graph: shortest route through rooms and doors")
 
-    def route(self, world: World, start: Point, goal: Point) -> list[Point]:
-        """Door approach points and the goal, in order."""
+    def route(self, world: World, start: Point, goal: Point, avoid: tuple[str, ...] = ()) -> list[Point]:
+        """Door approach points and the goal, in order, never through a room in ``avoid``."""
         start_room = _room_name(world, start)
         goal_room = _room_name(world, goal)
+        for name in avoid:
+            world.room(name)  # raises with the known rooms
+        if goal_room in avoid:
+            raise PlanError(f"goal at {list(goal)} lies in {goal_room!r}, a room to avoid")
         if start_room == goal_room:
             return [goal]
         graph = world.graph()
@@ -85,7 +90,12 @@ class GraphPlanner:
                 graph.add_edge(
                     name, door, weight=math.dist(graph.nodes[name]["position"], graph.nodes[door]["position"])
                 )
-        path = nx.shortest_path(graph, "_start", "_goal", weight="weight")
+        # a robot starting in an avoided room leaves it by its doors (joined to _start above), never returns
+        graph.remove_nodes_from(avoid)
+        try:
+            path = nx.shortest_path(graph, "_start", "_goal", weight="weight")
+        except nx.NetworkXNoPath:
+            raise PlanError(f"no route from {start_room!r} to {goal_room!r} that avoids {', '.join(avoid)}") from None
         points: list[Point] = []
         current_room = start_room
         for node in path[1:-1]:
