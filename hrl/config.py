@@ -234,11 +234,20 @@ class TrainConfig:
 
 
 @dataclass
+class BackendConfig:
+    """An LLM backend (llm_planner.llm.backend.BACKENDS) and its constructor arguments."""
+
+    name: str = "llama_cpp"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class PlannerConfig:
     """A registered planner (llm_planner.base.PLANNERS) and its constructor arguments."""
 
     name: str = "graph"
     params: dict[str, Any] = field(default_factory=dict)
+    backend: BackendConfig | None = None  # LLM planners: planner/backend=llama_cpp|openai
 
 
 @dataclass

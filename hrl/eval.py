@@ -13,6 +13,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from hrl.config import EvalRunConfig
 from hrl.train import CONFIG_DIR, register_schemas
@@ -45,6 +46,7 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
         seed=config.seed,
         record_episodes=config.video_episodes,
         progress=config.progress_bar,
+        limit=config.episodes,
     )
     env.close()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -85,15 +87,29 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
         config.planner.name,
         suite,
         policy,
-        planner_params=dict(config.planner.params),
+        planner_params=planner_params(config.planner),
         seeds=tuple(config.seeds),
         executor=replace(config.executor, max_episode_steps=suite.max_episode_steps),
         out_dir=out_dir,
         video_episode=0 if config.video_episodes > 0 else None,
         progress=config.progress_bar,
+        limit=config.episodes,
     )
     print(markdown_table([result.summary]), end="")
     return result.summary
+
+
+def planner_params(planner: Any) -> dict[str, Any]:
+    """The planner's constructor arguments; an LLM backend group (planner/backend=...) joins them."""
+    from omegaconf import OmegaConf
+
+    params = dict(OmegaConf.to_container(planner.params) if OmegaConf.is_config(planner.params) else planner.params)
+    if planner.backend is not None:
+        backend = planner.backend
+        raw = backend.params
+        params["backend"] = backend.name
+        params["backend_params"] = dict(OmegaConf.to_container(raw) if OmegaConf.is_config(raw) else raw)
+    return params
 
 
 def _task(cfg) -> float:  # type: ignore[no-untyped-def]

@@ -28,6 +28,7 @@ from llm_planner.planners.common import goal_point
 class SuiteResult:
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
+    episodes: list[EpisodeRecord]
 
 
 def make_suite_env(policy: GoalPolicy, suite: TaskSuiteConfig, render: bool) -> gym.Env:
@@ -55,7 +56,7 @@ def build_planner(name: str, params: dict[str, Any], policy: GoalPolicy) -> Any:
 
 
 def run_suite(
-    planner_name: str,
+    planner_name: str | Any,
     suite: TaskSuiteConfig,
     policy: GoalPolicy,
     *,
@@ -65,9 +66,14 @@ def run_suite(
     out_dir: Path | None = None,
     video_episode: int | None = 0,
     progress: bool = True,
+    limit: int | None = None,
 ) -> SuiteResult:
-    tasks = suite.tasks()
-    planner = build_planner(planner_name, planner_params or {}, policy)
+    """Run every task of ``suite`` (per seed) with the planner (a registered name, or a planner object)."""
+    tasks = suite.tasks()[:limit]
+    if isinstance(planner_name, str):
+        planner = build_planner(planner_name, planner_params or {}, policy)
+    else:
+        planner, planner_name = planner_name, planner_name.name
     executor = executor or ExecutorConfig(max_episode_steps=suite.max_episode_steps)
     agent = HierarchicalAgent(planner, policy, executor, goal_tolerance=suite.goal_tolerance)
     record_video = out_dir is not None and video_episode is not None
@@ -75,7 +81,10 @@ def run_suite(
     world = env.unwrapped.world
     rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
+    episodes: list[EpisodeRecord] = []
+    calls_seen = len(getattr(planner, "calls", []))
     total = len(seeds) * len(tasks)
+    categories = [ep.category for ep in suite.episodes]
     bar = tqdm(total=total, desc=f"{planner_name} on {suite.name}", unit="ep", disable=not progress, leave=False)
     for seed in seeds:
         for i, (start, task) in enumerate(tasks):
@@ -91,11 +100,16 @@ def run_suite(
                     "seed": seed,
                     "episode": i,
                     "task": task.text,
+                    "category": categories[i],
                     "doors": doors_between(world, start_xy, first_goal),
                     **episode.row(),
                 }
             )
             events += [{"seed": seed, "episode": i, **asdict(e)} for e in episode.events]
+            for call in getattr(planner, "calls", [])[calls_seen:]:
+                call.update(seed=seed, episode=i)
+            calls_seen = len(getattr(planner, "calls", []))
+            episodes.append(episode)
             if record_this and ex.frames:
                 video = out_dir / f"{planner_name}_{suite.name}_ep{i}.mp4"
                 _write_plan_video(ex.frames, episode, env, ex.record_every, video)
@@ -108,7 +122,11 @@ def run_suite(
         write_results(rows, summary, out_dir)
         with open(out_dir / "events.jsonl", "w") as f:  # the executor's structured event log
             f.writelines(json.dumps(e) + "\n" for e in events)
-    return SuiteResult(rows, summary)
+        calls = getattr(planner, "calls", None)
+        if calls:  # LLM planners: every model call (prompt tokens, answer, latency, cache hit, error)
+            with open(out_dir / "llm_calls.jsonl", "w") as f:
+                f.writelines(json.dumps(c) + "\n" for c in calls)
+    return SuiteResult(rows, summary, episodes)
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:

