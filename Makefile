@@ -3,25 +3,29 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-# Extras installed by `make setup`; the heavy ones (llm builds llama.cpp, ros) are opt-in:
-#   make setup EXTRAS=mujoco,rl,dev,pybullet
-EXTRAS ?= mujoco,rl,dev
+# Extras installed by `make setup` (llm: the embedded planner; its llama.cpp wheel is built once per
+# machine and cached in WHEEL_CACHE). Others are opt-in: make setup EXTRAS=mujoco,rl,llm,dev,pybullet
+EXTRAS ?= mujoco,rl,llm,dev
+LLAMA_CPP_VERSION ?= 0.3.36
+WHEEL_CACHE ?= $(HOME)/.cache/hrl-stack/wheels
 # CPU build of PyTorch (a plain `torch` requirement would pull a multi-GB CUDA build).
 TORCH_SPEC ?= torch==2.13.0
 comma := ,
 STAMP := $(VENV)/.setup-$(subst $(comma),-,$(EXTRAS))
+LLM := $(findstring llm,$(EXTRAS))
 
 .PHONY: setup demo test test-slow lint format bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/install_system_deps.sh
+$(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/cache_llama_wheel.sh
 	bash scripts/install_system_deps.sh
 	@$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11))" || { echo "need Python >= 3.11 as $(PYTHON) (make setup PYTHON=python3.11)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[$(EXTRAS)]"
+	$(if $(LLM),bash scripts/cache_llama_wheel.sh $(PY) $(LLAMA_CPP_VERSION) $(WHEEL_CACHE))
+	$(PIP) install --quiet --find-links $(WHEEL_CACHE) -e ".[$(EXTRAS)]" $(if $(LLM),"llama-cpp-python[server]==$(LLAMA_CPP_VERSION)")
 	rm -f $(VENV)/.setup-*
 	touch $@
 
