@@ -227,7 +227,7 @@ def test_bad_goals_raise(goal, message):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"map": "kitchenette"}, r"unknown map 'kitchenette'.*known maps: apartment, maze, open, two_rooms"),
+        ({"map": "kitchenette"}, r"unknown map 'kitchenette'.*known maps: apartment, house, maze, open, two_rooms"),
         ({"control_hz": 7.0}, "whole multiple of physics_dt"),
         ({"control_hz": -1.0}, "control_hz must be a positive number"),
         ({"lidar_rays": 0}, "num_rays"),
