@@ -119,12 +119,16 @@ class LLMPlanner:
         try:
             return self._plan(task, scene, feedback)
         finally:
-            new = self.calls[start:]
-            self.last_usage = {
-                "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in new),
-                "llm_calls": sum(not c["cached"] for c in new),
-                "cache_hits": sum(c["cached"] for c in new),
-            }
+            self._count_usage(start)
+
+    def _count_usage(self, start: int) -> None:
+        """``last_usage``: what the calls since ``start`` cost."""
+        new = self.calls[start:]
+        self.last_usage = {
+            "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in new),
+            "llm_calls": sum(not c["cached"] for c in new),
+            "cache_hits": sum(c["cached"] for c in new),
+        }
 
     def _plan(self, task: Task, scene: Scene, feedback: Feedback | None) -> Plan:
         world = scene.world
@@ -177,12 +181,7 @@ class LLMPlanner:
                 check = lambda a: route_plan(a, world, point)  # noqa: E731
             return self.ask(self._messages(text, world, robot_room), world, check)
         finally:
-            new = self.calls[start:]
-            self.last_usage = {
-                "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in new),
-                "llm_calls": sum(not c["cached"] for c in new),
-                "cache_hits": sum(c["cached"] for c in new),
-            }
+            self._count_usage(start)
 
     def _bank(self, world: World) -> ExampleBank:
         if world.name not in self._banks:

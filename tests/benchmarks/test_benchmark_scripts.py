@@ -85,3 +85,38 @@ def test_train_lowlevel_quick_prints_json_last():
     ).stdout
     figures = json.loads(out.strip().splitlines()[-1])
     assert {"project", "sb3_defaults", "throughput_steps_per_s", "time_ratio"} <= set(figures)
+
+
+def test_llm_planner_accuracy_check_scores_answers_against_the_truth():
+    from benchmarks.llm_planner import correct, is_subsequence
+    from llm_planner.llm.answers import GoalsAnswer, RouteAnswer
+    from sim.world import load_world
+
+    house = load_world("house")
+    start = house.room("kitchen").center
+    goals, avoid = ("living_room",), ("dining_room",)
+    assert correct(GoalsAnswer(targets=["living_room"], avoid=["dining_room"]), house, start, goals, avoid)
+    assert not correct(GoalsAnswer(targets=["living_room"], avoid=[]), house, start, goals, avoid)
+    doors = ["kitchen_laundry_door", "laundry_door", "study_door", "living_study_door"]
+    around = RouteAnswer(route=[*doors, "living_room"])
+    through = RouteAnswer(route=["kitchen_dining_door", "dining_living_door", "living_room"])
+    assert correct(around, house, start, goals, avoid)
+    assert not correct(through, house, start, goals, avoid)  # enters the dining room
+    assert not correct(RouteAnswer(route=["living_room"]), house, start, goals, avoid)  # not a valid route
+    assert is_subsequence(["a", "c"], ["a", "b", "c"]) and not is_subsequence(["c", "a"], ["a", "b", "c"])
+
+
+@pytest.mark.slow
+def test_llm_planner_quick_prints_json_last(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "llm_planner.py"), "--quick", "--no-record", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=900,
+    ).stdout
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert set(figures["plan_accuracy"]) == {"plain", "+spans", "llm_route"}
+    assert figures["e2e_success"]["oracle (graph)"] == 1.0
+    assert (tmp_path / "table.md").is_file()
