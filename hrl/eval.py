@@ -46,7 +46,6 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
         seed=config.seed,
         record_episodes=config.video_episodes,
         progress=config.progress_bar,
-        limit=config.episodes,
     )
     env.close()
     out_dir.mkdir(parents=True, exist_ok=True)
