@@ -1,0 +1,119 @@
+"""The launch files, checked statically (the ROS 2 launch system is not on PyPI), and ``hrl-deploy``,
+which starts the same node graph from the same params files."""
+
+import ast
+import importlib
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import yaml
+from nav_msgs.msg import Odometry
+from std_msgs.msg import String
+
+from hrl.deploy import NODES, DeployConfig, node_parameters
+from tests.ros.conftest import ROOT, spin_until
+
+LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
+
+
+def launch_nodes(path):
+    """(executable, name, params file names, override keys, launch arguments used) per Node(...) call."""
+    tree = ast.parse(path.read_text())
+    declared = {
+        call.args[0].value
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DeclareLaunchArgument"
+    }
+    nodes = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Node"):
+            continue
+        kw = {k.arg: k.value for k in call.keywords}
+        files, keys, used = [], [], []
+        for item in kw["parameters"].elts:
+            if isinstance(item, ast.Call):  # os.path.join(params, "x.yaml")
+                files.append(item.args[-1].value)
+            elif isinstance(item, ast.Dict):
+                keys += [k.value for k in item.keys]
+                used += [v.args[0].value for v in item.values]
+        nodes.append((kw["executable"].value, kw["name"].value, kw["package"].value, files, keys, used, declared))
+    return nodes
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_file_nodes_exist_and_their_params_match_the_declarations(path):
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    nodes = launch_nodes(path)
+    assert nodes
+    for executable, name, package, files, keys, used, declared in nodes:
+        assert package == "hrl_stack"
+        assert executable in scripts, f"{executable} is not an entry point in pyproject.toml"
+        module = importlib.import_module(scripts[executable].split(":")[0])
+        declared_params = {p.name for p in module.PARAMS}
+        for f in files:
+            doc = yaml.safe_load((ROOT / "launch" / "params" / f).read_text())
+            assert set(doc) == {name}, f"{f} must be keyed by the node name {name!r}"
+            assert set(doc[name]["ros__parameters"]) == declared_params, f
+        assert set(keys) <= declared_params
+        assert set(used) <= declared, f"{path.name} uses undeclared launch arguments {set(used) - declared}"
+    # every launch argument has a description
+    tree = ast.parse(path.read_text())
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "DeclareLaunchArgument":
+            assert any(k.arg == "description" and k.value.value for k in call.keywords)
+
+
+def test_ros_package_manifest_and_resource_marker():
+    manifest = (ROOT / "package.xml").read_text()
+    assert "<name>hrl_stack</name>" in manifest and "<build_type>ament_python</build_type>" in manifest
+    assert (ROOT / "resource" / "hrl_stack").is_file()
+
+
+def test_deploy_parameters_merge_and_validate():
+    config = DeployConfig(map="house", overrides={"policy_node": {"control_hz": 50}})
+    assert node_parameters(config, "planner_node")["map"] == "house"
+    assert node_parameters(config, "sim_robot_node")["map"] == "house"
+    assert node_parameters(config, "policy_node")["control_hz"] == 50.0
+    with pytest.raises(ValueError, match=r"'control_hz' = -1\.0 must be a finite number > 0"):
+        node_parameters(DeployConfig(overrides={"policy_node": {"control_hz": -1.0}}), "policy_node")
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['rate'\]"):
+        node_parameters(DeployConfig(overrides={"policy_node": {"rate": 1.0}}), "policy_node")
+    with pytest.raises(ValueError, match="overrides for unknown node"):
+        DeployConfig(overrides={"camera_node": {}}).validate()
+    assert set(NODES) == {"sim_robot_node", "policy_node", "planner_node"}
+
+
+@pytest.mark.parametrize("processes", ["one", "several"])
+def test_hrl_deploy_runs_a_task_on_the_simulated_rover(tmp_path, ros_domain, rclpy_node, processes):
+    out = tmp_path / "deploy"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hrl.deploy", f"processes={processes}", "map=apartment", "start=kitchen",
+         "duration_s=120", f"hydra.run.dir={out}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    node = rclpy_node
+    status, odom = [], []
+    node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
+    node.create_subscription(Odometry, "/odom", lambda m: odom.append(m), 10)
+    pub = node.create_publisher(String, "/task", 10)
+    try:
+        assert spin_until(node, lambda: odom and node.count_subscribers("/task") > 0, 120)
+        assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 60)
+        pub.publish(String(data="fridge"))
+        assert spin_until(node, lambda: status, 90)
+        assert status[0] == "done"
+    finally:
+        proc.send_signal(subprocess.signal.SIGINT)
+        output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, output
+    assert (out / "policy_node.params.yaml").is_file() and "[hrl-deploy] sim" in output
+
+
+def test_hrl_deploy_rejects_bad_settings(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.deploy", "graph=moon", f"hydra.run.dir={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "graph='moon' is not one of sim, real" in done.stderr
