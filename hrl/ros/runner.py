@@ -12,11 +12,19 @@ from hrl.ros.params import ParameterError
 
 def run_node(make: Callable[..., Any], argv: list[str] | None = None, **overrides: Any) -> int:
     import rclpy
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
 
-    rclpy.init(args=sys.argv if argv is None else ["node", *argv])
-    # SIGTERM takes the same path as Ctrl-C: leave spin, publish the final stop, shut down
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # Our handlers, not rclpy's (which would shut the context down before the node's final stop), and
+    # no exception from a handler (it could land inside rclpy's C++ code): a flag ends the spin loop.
+    rclpy.init(args=sys.argv if argv is None else ["node", *argv], signal_handler_options=SignalHandlerOptions.NO)
+    stopping = {"now": False}
+
+    def on_signal(*_: Any) -> None:
+        stopping["now"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
     try:
         node = make(**overrides)
     except ParameterError as err:
@@ -26,14 +34,14 @@ def run_node(make: Callable[..., Any], argv: list[str] | None = None, **override
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        while not stopping["now"] and rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
     finally:
         stop = getattr(node, "stop", None)
-        if stop is not None and rclpy.ok():
-            stop()  # e.g. the policy node's final zero Twist
-            executor.spin_once(timeout_sec=0.05)
+        if stop is not None:
+            stop()  # the policy node's final zero Twist, the recorder's bag metadata
+            if rclpy.ok():
+                executor.spin_once(timeout_sec=0.05)
         node.destroy_node()
         rclpy.try_shutdown()
     return 0

@@ -1,6 +1,7 @@
 """The simulated rover and the policy node, each in its own process, over real DDS."""
 
 import math
+import signal
 
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
@@ -30,6 +31,14 @@ def test_policy_node_drives_the_simulated_rover_to_a_subgoal(processes, rclpy_no
     assert math.dist((p.x, p.y), (3.5, 3.0)) <= 0.35
     assert all(abs(v) <= 0.5 + 1e-6 and abs(w) <= 1.5 + 1e-6 for v, w in cmds)  # the rover's limits
     assert any(abs(v) > 0.1 for v, _ in cmds)
+    goal.pose.position.x, goal.pose.position.y = 7.0, 7.0  # drive again, then Ctrl-C while moving
+    pub.publish(goal)
+    assert spin_until(node, lambda: abs(cmds[-1][0]) > 0.1, 10)
+    policy.send_signal(signal.SIGINT)  # Ctrl-C: the node's own stop publishes a final zero
+    assert policy.wait(timeout=10) == 0
+    n = len(cmds)
+    spin_until(node, lambda: False, 0.5)
+    assert len(cmds) >= n and cmds[-1] == (0.0, 0.0)
 
 
 def test_task_through_planner_policy_and_simulated_robot(processes, rclpy_node):
