@@ -40,16 +40,32 @@ def adapt_scan(
     values[np.isposinf(values) | (values > range_max)] = policy_max_range
     values[np.isneginf(values)] = 0.0
     valid = ~np.isnan(values) & ((values >= range_min) | (values == 0.0) | (values == policy_max_range))
-    beam_angles = angle_min + angle_increment * np.arange(n)
-    beam_angles = (beam_angles + math.pi) % (2 * math.pi) - math.pi
+    sector = _sectors(n, float(angle_min), float(angle_increment), policy_angles)
+    use = valid & (sector >= 0)
+    np.minimum.at(out, sector[use], values[use])
+    return np.clip(out, 0.0, policy_max_range)
+
+
+_SECTOR_CACHE: dict[tuple, np.ndarray] = {}
+
+
+def _sectors(n: int, angle_min: float, angle_increment: float, policy_angles: np.ndarray) -> np.ndarray:
+    """For each beam, the policy ray whose sector (half a ray spacing on either side) holds it, or -1.
+    Cached per scan geometry: a lidar's geometry does not change between messages."""
+    key = (n, angle_min, angle_increment, policy_angles.tobytes())
+    cached = _SECTOR_CACHE.get(key)
+    if cached is not None:
+        return cached
+    beams = angle_min + angle_increment * np.arange(n)
+    diff = np.abs((beams[:, None] - policy_angles[None, :] + math.pi) % (2 * math.pi) - math.pi)
     m = policy_angles.shape[0]
     half = abs(float(policy_angles[1] - policy_angles[0])) / 2 if m > 1 else math.pi  # evenly spaced rays
-    for k, a in enumerate(policy_angles):
-        diff = np.abs((beam_angles - a + math.pi) % (2 * math.pi) - math.pi)
-        sel = valid & (diff <= half + 1e-9)
-        if sel.any():
-            out[k] = float(values[sel].min())
-    return np.clip(out, 0.0, policy_max_range)
+    nearest = np.argmin(diff, axis=1)
+    sector = np.where(diff[np.arange(n), nearest] <= half + 1e-9, nearest, -1)
+    if len(_SECTOR_CACHE) > 16:
+        _SECTOR_CACHE.clear()
+    _SECTOR_CACHE[key] = sector
+    return sector
 
 
 def yaw_from_quaternion(x: float, y: float, z: float, w: float) -> float:

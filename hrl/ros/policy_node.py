@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,11 @@ import numpy as np
 from hrl.ros.core import PolicyController, SafetyConfig, SafetyFilter, SubgoalTracker, adapt_scan, finite
 from hrl.ros.core import yaw_from_quaternion as _yaw
 from hrl.ros.params import Param, non_empty, non_negative, positive, topic
+
+
+def _control_mode(value: Any) -> str | None:
+    return None if value in ("timer", "odom") else "must be 'timer' or 'odom'"
+
 
 PARAMS = [
     Param("policy", "shipped:rover_local", "low-level policy: shipped:<name>, a .zip or a run directory", non_empty),
@@ -37,6 +43,19 @@ PARAMS = [
     Param("estop_topic", "/estop", "std_msgs/Bool in: true latches a stop, false releases it", topic),
     Param("cmd_vel_topic", "/cmd_vel", "geometry_msgs/Twist out", topic),
     Param("status_topic", "/subgoal_status", "std_msgs/String out: 'reached x y' | 'failed x y: why'", topic),
+    Param(
+        "control_mode",
+        "timer",
+        "timer: a command every 1/control_hz s; odom: a command per /odom message "
+        "(lowest latency; the timer then only watches for stale data)",
+        _control_mode,
+    ),
+    Param(
+        "latency_log",
+        "",
+        "file to write each cycle's /odom-arrival-to-/cmd_vel latency to at exit (JSON)",
+        lambda v: None,
+    ),
 ]
 
 
@@ -77,7 +96,13 @@ def make_node(**overrides: Any) -> Any:
             self.create_subscription(LaserScan, p["scan_topic"], self.on_scan, 10)
             self.create_subscription(PoseStamped, p["subgoal_topic"], self.on_subgoal, 10)
             self.create_subscription(Bool, p["estop_topic"], self.on_estop, 10)
-            self.timer = self.create_timer(1.0 / p["control_hz"], self.on_tick)
+            self.timer = self.create_timer(1.0 / p["control_hz"], self.on_timer)
+            self.latencies: list[float] = []  # s from the /odom message a command is based on to its publish
+            self.odom_arrival = 0.0
+            import gc
+
+            gc.collect()
+            gc.freeze()  # the model and libraries never become garbage: keep them out of collections (tail latency)
             self.get_logger().info(
                 f"policy {policy.path.name}: {len(self.controller.angles)} lidar sectors, limits "
                 f"{max_linear} m/s, {max_angular} rad/s, {p['control_hz']} Hz"
@@ -93,7 +118,9 @@ def make_node(**overrides: Any) -> Any:
             self.safety.input(self.p["odom_topic"], None)
             self.pose = (values[0], values[1], _yaw(*values[2:6]))
             self.velocity = (values[6], values[7])
-            self.odom_time = time.monotonic()
+            self.odom_time = self.odom_arrival = time.monotonic()
+            if self.p["control_mode"] == "odom":
+                self.on_tick()
 
         def on_scan(self, msg: Any) -> None:
             geometry = (msg.angle_min, msg.angle_increment, msg.range_min, msg.range_max)
@@ -130,6 +157,12 @@ def make_node(**overrides: Any) -> Any:
             self.get_logger().error(f"{topic_name}: {problem}; stopping")
 
         # -- control loop --------------------------------------------------------------------------
+        def on_timer(self) -> None:
+            if self.p["control_mode"] == "timer":
+                self.on_tick()
+            elif self.odom_time is None or time.monotonic() - self.odom_time > self.p["stale_timeout_s"]:
+                self.on_tick()  # odom mode: no /odom, no commands; keep publishing the stop
+
         def on_tick(self) -> None:
             now = time.monotonic()
             v = w = 0.0
@@ -148,6 +181,8 @@ def make_node(**overrides: Any) -> Any:
                 self.get_logger().warn(f"stopped: {reason}")
             self.last_reason = reason
             self.publish(v, w)
+            if self.odom_time is not None and self.p["latency_log"]:
+                self.latencies.append(time.monotonic() - self.odom_arrival)
 
         def publish(self, v: float, w: float) -> None:
             msg = Twist()
@@ -156,6 +191,10 @@ def make_node(**overrides: Any) -> Any:
 
         def stop(self) -> None:
             self.publish(0.0, 0.0)
+            if self.p["latency_log"]:
+                import json
+
+                Path(self.p["latency_log"]).write_text(json.dumps(self.latencies))
 
     return PolicyNode()
 

@@ -120,3 +120,18 @@ def test_llm_planner_quick_prints_json_last(tmp_path):
     assert set(figures["plan_accuracy"]) == {"plain", "+spans", "llm_route"}
     assert figures["e2e_success"]["oracle (graph)"] == 1.0
     assert (tmp_path / "table.md").is_file()
+
+
+@pytest.mark.slow
+def test_ros_loop_quick_prints_json_last():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ros_loop.py"), "--quick", "--no-record"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=600,
+    ).stdout
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert figures["50hz"]["odom_sent"] > 0 and figures["50hz"]["latency_p99_ms"] > 0
+    assert set(figures["targets_met"]) == {"p99<=5ms@50Hz", "no_missed@50Hz"}
