@@ -69,7 +69,7 @@ def make_node(**overrides: Any) -> Any:
     from std_msgs.msg import Bool, String
 
     from hrl.policy import GoalPolicy
-    from hrl.ros.params import declare
+    from hrl.ros.params import ParameterError, declare
     from robots.spec import load_robot
 
     class PolicyNode(Node):
@@ -77,8 +77,11 @@ def make_node(**overrides: Any) -> Any:
             super().__init__("policy_node", parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
             p = declare(self, PARAMS)
             self.p = p
-            policy = GoalPolicy.load(p["policy"])
-            spec = load_robot(policy.robot_config.name)
+            try:
+                policy = GoalPolicy.load(p["policy"])
+                spec = load_robot(policy.robot_config.name)
+            except (FileNotFoundError, ValueError) as err:
+                raise ParameterError(f"parameter 'policy' = {p['policy']!r}: {err}") from None
             max_linear = p["max_linear"] or spec.limits.max_linear_velocity
             max_angular = p["max_angular"] or spec.limits.max_angular_velocity
             self.controller = PolicyController(policy, max_linear, max_angular)

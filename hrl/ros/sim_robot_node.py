@@ -64,7 +64,10 @@ def make_node(**overrides: Any) -> Any:
             )
             p = declare(self, PARAMS)
             self.p = p
-            spec = load_robot(p["robot"])
+            try:
+                spec = load_robot(p["robot"])
+            except (FileNotFoundError, ValueError) as err:
+                raise ParameterError(f"parameter 'robot' = {p['robot']!r}: {err}") from None
             try:
                 self.env = gym.make(
                     "hrl/RoverNav-v0", map=p["map"], robot=p["robot"], backend=p["backend"], goal_mode="anywhere",

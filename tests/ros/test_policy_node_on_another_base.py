@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from geometry_msgs.msg import PoseStamped, Twist
 from std_msgs.msg import Bool, String
 
@@ -66,10 +67,21 @@ def test_policy_node_on_an_independent_base(processes, rclpy_node):
     assert "e-stop latched" in processes.log(policy) and "/odom: non-finite value" in processes.log(policy)
 
 
-def test_bad_parameter_stops_the_node_with_a_clear_message(ros_domain):
+@pytest.mark.parametrize(
+    ("module", "param", "message"),
+    [
+        ("hrl.ros.policy_node", "control_hz:=-5.0",
+         "parameter 'control_hz' = -5.0 must be a finite number > 0 (rate of /cmd_vel (Hz))"),
+        ("hrl.ros.policy_node", "policy:=/no/such/model.zip", "parameter 'policy' = '/no/such/model.zip'"),
+        ("hrl.ros.planner_node", "planner:=astar", "unknown planner 'astar'; available:"),
+        ("hrl.ros.planner_node", "planner_params_file:=/no/such.yaml", "must be an existing YAML file"),
+        ("hrl.ros.sim_robot_node", "map:=kitchenette", "cannot build the simulated robot: unknown map 'kitchenette'"),
+    ],
+)  # fmt: skip
+def test_bad_parameter_stops_the_node_with_a_clear_message(ros_domain, module, param, message):
     done = subprocess.run(
-        [sys.executable, "-m", "hrl.ros.policy_node", "--ros-args", "-p", "control_hz:=-5.0"],
+        [sys.executable, "-m", module, "--ros-args", "-p", param],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert done.returncode == 2
-    assert "parameter 'control_hz' = -5.0 must be a finite number > 0 (rate of /cmd_vel (Hz))" in done.stderr
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert message in done.stderr
