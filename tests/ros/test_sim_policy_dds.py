@@ -41,76 +41,60 @@ def test_policy_node_drives_the_simulated_rover_to_a_subgoal(processes, rclpy_no
     assert len(cmds) >= n and cmds[-1] == (0.0, 0.0)
 
 
+class Graph:
+    """The simulated rover in the apartment's kitchen, a policy node and a planner node, each in its own
+    process, and this test's view of /task_status, /plan and /odom."""
+
+    def __init__(self, processes, node, planner=(), policy=(), with_policy=True):
+        processes.start("hrl.ros.sim_robot_node", "map:=apartment", "start:=kitchen")
+        self.policy = processes.start("hrl.ros.policy_node", *policy) if with_policy else None
+        self.planner = processes.start("hrl.ros.planner_node", "map:=apartment", *planner)
+        self.processes, self.node = processes, node
+        self.status, self.plans, self.odom = [], [], []
+        node.create_subscription(String, "/task_status", lambda m: self.status.append(m.data), 10)
+        node.create_subscription(Path, "/plan", lambda m: self.plans.append(m), 10)
+        node.create_subscription(Odometry, "/odom", lambda m: self.odom.append(m), 10)
+        self.task = node.create_publisher(String, "/task", 10)
+        assert spin_until(node, lambda: self.odom and node.count_subscribers("/task") > 0, 120)
+        if with_policy:
+            assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 30)
+
+    def run(self, text, timeout_s):
+        self.task.publish(String(data=text))
+        assert spin_until(self.node, lambda: self.status, timeout_s), self.processes.log(self.planner)
+        return self.status[0]
+
+    def at(self, xy, within):
+        p = self.odom[-1].pose.pose.position
+        return math.dist((p.x, p.y), xy) <= within
+
+
 def test_task_through_planner_policy_and_simulated_robot(processes, rclpy_node):
     """Three nodes, three processes: a task on /task ends with the simulated rover at the goal."""
-
-    processes.start("hrl.ros.sim_robot_node", "map:=apartment", "start:=kitchen")
-    policy = processes.start("hrl.ros.policy_node", "control_hz:=20.0")
-    planner = processes.start("hrl.ros.planner_node", "map:=apartment", "planner:=graph")
-    node = rclpy_node
-    task_status, plans, odom = [], [], []
-    node.create_subscription(String, "/task_status", lambda m: task_status.append(m.data), 10)
-    node.create_subscription(Path, "/plan", lambda m: plans.append(m), 10)
-    node.create_subscription(Odometry, "/odom", lambda m: odom.append(m), 10)
-    pub = node.create_publisher(String, "/task", 10)
-    assert spin_until(node, lambda: odom and node.count_subscribers("/task") > 0, 90)
-    assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 30)
-    pub.publish(String(data="sofa"))
-    assert spin_until(node, lambda: task_status, 120), processes.log(planner) + processes.log(policy)
-    assert task_status[0] == "done", processes.log(planner)
-    assert plans and plans[0].header.frame_id == "odom" and len(plans[0].poses) >= 3
-    p = odom[-1].pose.pose.position
-    assert math.dist((p.x, p.y), (8.0, 7.2)) <= 0.4  # the sofa
+    graph = Graph(processes, rclpy_node, planner=("planner:=graph",), policy=("control_hz:=20.0",))
+    assert graph.run("sofa", 120) == "done", processes.log(graph.planner)
+    plan = graph.plans[0]
+    assert plan.header.frame_id == "odom" and len(plan.poses) >= 3
+    assert graph.at((8.0, 7.2), 0.4)  # the sofa
 
 
 def test_planner_node_reports_unusable_tasks(processes, rclpy_node):
-    processes.start("hrl.ros.sim_robot_node", "map:=apartment", "start:=kitchen")
-    processes.start("hrl.ros.planner_node", "map:=apartment", "planner:=graph")
-    node = rclpy_node
-    task_status, odom = [], []
-    node.create_subscription(String, "/task_status", lambda m: task_status.append(m.data), 10)
-    node.create_subscription(Odometry, "/odom", lambda m: odom.append(m), 10)
-    pub = node.create_publisher(String, "/task", 10)
-    assert spin_until(node, lambda: odom and node.count_subscribers("/task") > 0, 90)
-    pub.publish(String(data="the jacuzzi"))
-    assert spin_until(node, lambda: task_status, 20)
-    assert task_status[0].startswith("failed: planner 'graph' needs place names (unknown place 'the jacuzzi'")
+    graph = Graph(processes, rclpy_node, planner=("planner:=graph",), with_policy=False)
+    status = graph.run("the jacuzzi", 20)
+    assert status.startswith("failed: planner 'graph' needs place names (unknown place 'the jacuzzi'")
 
 
 def test_planner_node_replans_when_subgoals_fail_then_gives_up(processes, rclpy_node):
     """Subgoals that cannot be reached in time fail; the planner replans from where the robot is, at most
     max_replans times, then reports the failure."""
-    processes.start("hrl.ros.sim_robot_node", "map:=apartment", "start:=kitchen")
-    processes.start("hrl.ros.policy_node", "subgoal_budget_s:=0.3")
-    planner = processes.start("hrl.ros.planner_node", "map:=apartment", "max_replans:=1")
-    node = rclpy_node
-    task_status, plans, odom = [], [], []
-    node.create_subscription(String, "/task_status", lambda m: task_status.append(m.data), 10)
-    node.create_subscription(Path, "/plan", lambda m: plans.append(m), 10)
-    node.create_subscription(Odometry, "/odom", lambda m: odom.append(m), 10)
-    pub = node.create_publisher(String, "/task", 10)
-    assert spin_until(node, lambda: odom and node.count_subscribers("/task") > 0, 90)
-    assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 30)
-    pub.publish(String(data="bed"))
-    assert spin_until(node, lambda: task_status, 60), processes.log(planner)
-    assert task_status[0].startswith("failed: ") and task_status[0].endswith("(replans exhausted)")
-    assert len(plans) == 2  # the first plan and one replan
-    assert "replanning: attempt 1 failed" in processes.log(planner)
+    graph = Graph(processes, rclpy_node, planner=("max_replans:=1",), policy=("subgoal_budget_s:=0.3",))
+    status = graph.run("bed", 60)
+    assert status.startswith("failed: ") and status.endswith("(replans exhausted)")
+    assert len(graph.plans) == 2  # the first plan and one replan
+    assert "replanning: attempt 1 failed" in processes.log(graph.planner)
 
 
 def test_planner_node_with_the_embedded_llm(processes, rclpy_node):
-    processes.start("hrl.ros.sim_robot_node", "map:=apartment", "start:=kitchen")
-    processes.start("hrl.ros.policy_node")
-    planner = processes.start("hrl.ros.planner_node", "map:=apartment", "planner:=llm_goals")
-    node = rclpy_node
-    task_status, odom = [], []
-    node.create_subscription(String, "/task_status", lambda m: task_status.append(m.data), 10)
-    node.create_subscription(Odometry, "/odom", lambda m: odom.append(m), 10)
-    pub = node.create_publisher(String, "/task", 10)
-    assert spin_until(node, lambda: odom and node.count_subscribers("/task") > 0, 120)
-    assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 30)
-    pub.publish(String(data="Head over to the sofa, please."))
-    assert spin_until(node, lambda: task_status, 120), processes.log(planner)
-    assert task_status[0] == "done", processes.log(planner)
-    p = odom[-1].pose.pose.position
-    assert math.dist((p.x, p.y), (8.0, 7.2)) <= 0.4
+    graph = Graph(processes, rclpy_node, planner=("planner:=llm_goals",))
+    assert graph.run("Head over to the sofa, please.", 120) == "done", processes.log(graph.planner)
+    assert graph.at((8.0, 7.2), 0.4)
