@@ -153,6 +153,7 @@ def _one(graph: dict[str, dict], duration: float | None, stop: dict) -> int:
             if hasattr(node, "stop"):
                 node.stop()
         executor.spin_once(timeout_sec=0.05)
+        time.sleep(0.2)  # let DDS deliver the final commands
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()

@@ -12,6 +12,7 @@ odom frame (the robot starts at a known pose of the map).
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ def _file_or_empty(value: Any) -> str | None:
     ok = isinstance(value, str) and (not value or Path(value).is_file())
     return None if ok else "must be an existing YAML file, or empty for the planner's defaults"
 
+
+ODOM_WAIT_S = 10.0  # how long a task waits for the first /odom
 
 PARAMS = [
     Param("map", "apartment", "map the robot runs in (its frame is the odom frame)", non_empty),
@@ -89,6 +92,8 @@ def make_node(**overrides: Any) -> Any:
             self.task: Any = None
             self.progress: PlanProgress | None = None
             self.reached: list[str] = []
+            self.pending_since: float | None = None
+            self.create_timer(0.1, self.on_wait)
             self.plan_pub = self.create_publisher(PathMsg, p["plan_topic"], 10)
             self.subgoal_pub = self.create_publisher(PoseStamped, p["subgoal_topic"], 10)
             self.task_status_pub = self.create_publisher(String, p["task_status_topic"], 10)
@@ -125,12 +130,24 @@ def make_node(**overrides: Any) -> Any:
 
         def start(self, task: Any) -> None:
             self.task, self.reached = task, []
+            if self.pose is None:  # a task can arrive before the first /odom: plan when it comes
+                self.pending_since = time.monotonic()
+                self.get_logger().info("task received, waiting for /odom to plan")
+                return
             self.plan(None, replans=0)
 
-        def plan(self, feedback: Any, replans: int) -> None:
-            if self.pose is None:
-                self.finish("failed: no /odom yet, cannot plan")
+        def on_wait(self) -> None:
+            if self.pending_since is None:
                 return
+            if self.pose is not None:
+                self.pending_since = None
+                self.plan(None, replans=0)
+            elif time.monotonic() - self.pending_since > ODOM_WAIT_S:
+                self.pending_since = None
+                self.finish(f"failed: no {self.p['odom_topic']} within {ODOM_WAIT_S:.0f} s, cannot plan")
+
+        def plan(self, feedback: Any, replans: int) -> None:
+            assert self.pose is not None  # start() waits for it
             try:
                 plan = self.planner.plan(self.task, Scene(self.world, self.pose), feedback)
                 grounded = ground(plan, self.world)

@@ -100,6 +100,7 @@ def make_node(**overrides: Any) -> Any:
             self.create_subscription(PoseStamped, p["subgoal_topic"], self.on_subgoal, 10)
             self.create_subscription(Bool, p["estop_topic"], self.on_estop, 10)
             self.timer = self.create_timer(1.0 / p["control_hz"], self.on_timer)
+            self.stopped = False
             self.latencies: list[float] = []  # s from the /odom message a command is based on to its publish
             self.odom_arrival = 0.0
             import gc
@@ -167,6 +168,8 @@ def make_node(**overrides: Any) -> Any:
                 self.on_tick()  # odom mode: no /odom, no commands; keep publishing the stop
 
         def on_tick(self) -> None:
+            if self.stopped:
+                return
             now = time.monotonic()
             v = w = 0.0
             goal = self.tracker.goal
@@ -188,12 +191,18 @@ def make_node(**overrides: Any) -> Any:
                 self.latencies.append(time.monotonic() - self.odom_arrival)
 
         def publish(self, v: float, w: float) -> None:
+            if self.stopped and (v, w) != (0.0, 0.0):
+                return
             msg = Twist()
             msg.linear.x, msg.angular.z = float(v), float(w)
             self.cmd_pub.publish(msg)
 
         def stop(self) -> None:
-            self.publish(0.0, 0.0)
+            self.stopped = True  # no command after the final zero, whatever callback is still queued
+            self.timer.cancel()
+            for _ in range(3):  # the last words of the node: say them more than once
+                self.publish(0.0, 0.0)
+                time.sleep(0.02)
             if self.p["latency_log"]:
                 import json
 

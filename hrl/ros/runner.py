@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,8 +41,9 @@ def run_node(make: Callable[..., Any], argv: list[str] | None = None, **override
         stop = getattr(node, "stop", None)
         if stop is not None:
             stop()  # the policy node's final zero Twist, the recorder's bag metadata
-            if rclpy.ok():
+            if rclpy.ok():  # let DDS deliver it before the participant goes away
                 executor.spin_once(timeout_sec=0.05)
+                time.sleep(0.2)
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
