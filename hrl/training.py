@@ -224,6 +224,11 @@ def _learn(model: Any, config: TrainConfig, callbacks: list, fresh: bool) -> boo
     remaining = config.total_steps - model.num_timesteps
     if remaining <= 0:
         return False
+    if model.tensorboard_log is None:
+        # SB3's default logger would create an empty /tmp/SB3-<date> directory for every run without TensorBoard
+        from stable_baselines3.common.logger import Logger
+
+        model.set_logger(Logger(folder=None, output_formats=[]))
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         model.learn(

@@ -216,10 +216,10 @@ def test_curriculum_grows_goal_radius():
     )
     from collections import deque
 
-    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.logger import Logger
 
     model.ep_success_buffer = deque(maxlen=100)  # as SB3's learn() sets them up
-    model.set_logger(configure(None, []))
+    model.set_logger(Logger(folder=None, output_formats=[]))  # configure(None, ...) would make a /tmp dir
     callback.init_callback(model)
     callback.on_training_start({}, {})
     assert venv.env_method("get_wrapper_attr", "task")[0].config.local_goal_radius == 0.6
@@ -271,3 +271,14 @@ def test_ray_multirun_in_local_mode(tmp_path):
     """The Ray launcher preset in local mode (runs where the `cluster` extra is installed)."""
     pytest.importorskip("hydra_plugins.hydra_ray_launcher")
     run_sweep(tmp_path / "sweep", "hydra/launcher=ray")
+
+
+def test_training_without_tensorboard_leaves_nothing_in_tmp(tmp_path):
+    import glob
+    import tempfile
+
+    before = set(glob.glob(f"{tempfile.gettempdir()}/SB3-*"))
+    result = train(tiny_config(tensorboard=False, total_steps=300), tmp_path / "run")
+    assert result.num_timesteps == 300
+    assert set(glob.glob(f"{tempfile.gettempdir()}/SB3-*")) == before
+    assert (tmp_path / "run" / "metrics.csv").is_file()
