@@ -37,7 +37,7 @@ from hrl.tasks import load_suite
 from llm_planner.llm.answers import GoalsAnswer, route_rooms_and_targets
 from llm_planner.llm.backend import make_backend
 from llm_planner.plan import PlanError
-from llm_planner.planners.graph import _room_name
+from llm_planner.planners.graph import room_name
 from llm_planner.planners.llm import LLMPlanner
 from sim.world import load_world
 
@@ -74,7 +74,7 @@ def accuracy(config: dict[str, Any], backend: Any, cases: list[tuple]) -> dict[s
     for suite, category, world, start_xy, task in cases:
         t0 = time.perf_counter()
         try:
-            answer = planner.interpret(task.text, world, _room_name(world, start_xy))
+            answer = planner.interpret(task.text, world, room_name(world, start_xy))
             ok = correct(answer, world, start_xy, task.goals, task.avoid)
         except PlanError:
             ok = False

@@ -44,21 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_start(text: str, world: object) -> str | tuple[float, float, float]:
-    if "," not in text:
-        if text not in world.starts:  # type: ignore[attr-defined]
-            known = ", ".join(world.starts)  # type: ignore[attr-defined]
-            raise SystemExit(
-                f"--start {text!r} is not a named start of map {world.name!r}; use one of {known} or x,y,yaw"
-            )  # type: ignore[attr-defined]
-        return text
-    try:
-        x, y, yaw = (float(v) for v in text.split(","))
-    except ValueError:
-        raise SystemExit(f"--start {text!r}: give a named start or x,y,yaw in metres and radians") from None
-    return (x, y, yaw)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.max_steps < 1:
@@ -71,12 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     from hrl.policy import GoalPolicy
     from hrl.tasks import suite_from_dict
     from llm_planner.plan import PlanError
-    from llm_planner.planners.graph import _room_name
+    from llm_planner.planners.graph import room_name
     from llm_planner.planners.llm import LLMPlanner
     from sim.world import load_world
 
     world = load_world(args.map)
-    start = parse_start(args.start, world)
+    try:
+        start = world.parse_start(args.start)
+    except ValueError as err:
+        raise SystemExit(f"--start {err}") from None
     out = args.out or Path("runs") / "demo" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
 
@@ -86,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     xy = (world.starts[start].x, world.starts[start].y) if isinstance(start, str) else start[:2]
     t0 = time.perf_counter()
     try:
-        reading = planner.interpret(args.instruction, world, _room_name(world, xy))
+        reading = planner.interpret(args.instruction, world, room_name(world, xy))
     except PlanError as err:
         (out / "summary.json").write_text(json.dumps({"instruction": args.instruction, "error": str(err)}, indent=2))
         print(f"[demo] the model gave no usable plan: {err}")

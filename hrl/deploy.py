@@ -72,8 +72,7 @@ def node_parameters(config: DeployConfig, node: str) -> dict[str, Any]:
     """The node's params file, with the config's shared keys and overrides on top, validated."""
     from hrl.ros.params import validate
 
-    path = (ROOT / config.params_dir / f"{node}.yaml") if not Path(config.params_dir).is_absolute() else (
-        Path(config.params_dir) / f"{node}.yaml")  # fmt: skip
+    path = ROOT / config.params_dir / f"{node}.yaml"  # an absolute params_dir replaces ROOT
     if not path.is_file():
         raise ValueError(f"{path} not found: every node needs its params file in params_dir={config.params_dir!r}")
     doc = yaml.safe_load(path.read_text()) or {}

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import shapely
 
 from llm_planner.base import Feedback, Planner, Scene, Task
 from llm_planner.plan import GroundedSubgoal, Plan, PlanError, ground
@@ -87,8 +88,6 @@ class SubgoalExecutor:
     def set_avoid(self, world: Any, rooms: tuple[str, ...], margin: float = 0.1) -> None:
         """Rooms the robot must not enter: entering one (its centre ``margin`` inside the room's walls)
         ends the subgoal with reason ``entered_avoided_room``."""
-        import shapely
-
         self.avoid = []
         for name in rooms:
             shape = world.room(name).shape.buffer(-margin)
@@ -157,8 +156,6 @@ class SubgoalExecutor:
         return "budget", budget
 
     def _entered_avoided(self) -> bool:
-        import shapely
-
         x, y = self.position
         for name, shape in self.avoid:
             if shapely.contains_xy(shape, x, y):

@@ -254,6 +254,19 @@ class World:
             f"known: {', '.join(sorted(places))}"
         )
 
+    def parse_start(self, text: str) -> str | tuple[float, float, float]:
+        """A start given as text (command line, ROS parameter): a named start of this map or "x,y,yaw"."""
+        if "," not in text:
+            if text not in self.starts:
+                known = ", ".join(self.starts)
+                raise ValueError(f"{text!r} is not a named start of map {self.name!r}; use one of {known} or x,y,yaw")
+            return text
+        try:
+            x, y, yaw = (float(v) for v in text.split(","))
+        except ValueError:
+            raise ValueError(f"{text!r}: give a named start or x,y,yaw in metres and radians") from None
+        return (x, y, yaw)
+
     def room(self, name: str) -> Room:
         for room in self.rooms:
             if room.name == name:

@@ -33,18 +33,6 @@ PARAMS = [
 ]
 
 
-def parse_start(text: str) -> str | tuple[float, float, float]:
-    if "," not in text:
-        return text
-    try:
-        x, y, yaw = (float(v) for v in text.split(","))
-    except ValueError:
-        from hrl.ros.params import ParameterError
-
-        raise ParameterError(f"parameter 'start' = {text!r}: give a named start or 'x,y,yaw'") from None
-    return (x, y, yaw)
-
-
 def make_node(**overrides: Any) -> Any:
     import gymnasium as gym
     from geometry_msgs.msg import Twist
@@ -73,7 +61,7 @@ def make_node(**overrides: Any) -> Any:
                     "hrl/RoverNav-v0", map=p["map"], robot=p["robot"], backend=p["backend"], goal_mode="anywhere",
                     control_hz=p["control_hz"], max_steps=10**9,
                 )  # fmt: skip
-                self.env.reset(seed=0, options={"start": parse_start(p["start"])})
+                self.env.reset(seed=0, options={"start": self.env.unwrapped.world.parse_start(p["start"])})
             except (ValueError, KeyError) as err:
                 raise ParameterError(f"cannot build the simulated robot: {err}") from None
             self.physics = self.env.unwrapped.physics

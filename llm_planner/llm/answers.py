@@ -127,9 +127,9 @@ def _room_of(world: World, name: str) -> str:
 def route_plan(answer: RouteAnswer, world: World, start: tuple[float, float], spacing: float = MAX_SPACING) -> Plan:
     """Check a route against the map from ``start`` and expand it into a plan; PlanError says what is wrong
     (the planner re-asks the model with that message)."""
-    from llm_planner.planners.graph import _room_name
+    from llm_planner.planners.graph import room_name
 
-    room = _room_name(world, start)
+    room = room_name(world, start)
     position = start
     subgoals: list[Subgoal] = []
     doors = {d.name: d for d in world.doors}
@@ -171,13 +171,13 @@ def route_rooms_and_targets(
     answer: RouteAnswer, world: World, start: tuple[float, float]
 ) -> tuple[list[str], list[str]] | None:
     """(rooms entered, named targets visited) along a valid route, or None when the route is invalid."""
-    from llm_planner.planners.graph import _room_name
+    from llm_planner.planners.graph import room_name
 
     try:
         route_plan(answer, world, start)
     except PlanError:
         return None
-    room = _room_name(world, start)
+    room = room_name(world, start)
     rooms, targets = [room], []
     doors = {d.name: d for d in world.doors}
     for name in answer.route:
@@ -228,29 +228,35 @@ def parse_spans(text: str, instruction: str) -> GoalsAnswer:
     return answer
 
 
+def _labels(world: World) -> dict[str, tuple[str, str]]:
+    """Every way the map names a place (name, name with spaces, aliases; lower case) -> (kind, name).
+    Built once per map: the planner looks phrases up many times per instruction."""
+    cached = world.__dict__.get("_phrase_labels")
+    if cached is None:
+        cached = {}
+        for kind, places in (("landmark", world.landmarks), ("room", world.rooms)):
+            for place in places:
+                for label in (place.name, place.name.replace("_", " "), *place.aliases):
+                    cached[label.lower()] = (kind, place.name)
+        world.__dict__["_phrase_labels"] = cached
+    return cached
+
+
 def match_phrase(phrase: str, world: World, kinds: tuple[str, ...] = ("landmark", "room")) -> str | None:
     """The scene name a phrase names outright (a name or alias in it, the longest one), or None."""
-    labels: dict[str, tuple[str, str]] = {}
-    for lm in world.landmarks:
-        for label in (lm.name, lm.name.replace("_", " "), *lm.aliases):
-            labels[label.lower()] = ("landmark", lm.name)
-    for room in world.rooms:
-        for label in (room.name, room.name.replace("_", " "), *room.aliases):
-            labels[label.lower()] = ("room", room.name)
     padded = f" {phrase.lower()} "
-    found = [(len(label), kind, name) for label, (kind, name) in labels.items() if f" {label} " in padded]
-    found = [f for f in found if f[1] in kinds]
+    found = [
+        (len(label), name) for label, (kind, name) in _labels(world).items() if kind in kinds and f" {label} " in padded
+    ]
     if not found:
         return None
-    best = max(f[0] for f in found)
-    names = {name for n, _, name in found if n == best}
+    best = max(n for n, _ in found)
+    names = {name for n, name in found if n == best}
     return names.pop() if len(names) == 1 else None
 
 
 def _is_label(phrase: str, world: World) -> bool:
-    labels = {n.replace("_", " ") for n in (*[lm.name for lm in world.landmarks], *[r.name for r in world.rooms])}
-    labels |= {a.lower() for e in (*world.landmarks, *world.rooms) for a in e.aliases}
-    return phrase in labels
+    return phrase in _labels(world)
 
 
 def strip_article(phrase: str) -> str:

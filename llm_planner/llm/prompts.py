@@ -81,6 +81,7 @@ class ExampleBank:
         df = Counter(w for d in docs for w in d)
         self._idf = {w: math.log((1 + n) / (1 + c)) + 1 for w, c in df.items()}
         self._vectors = [self._vector(d) for d in docs]
+        self._spans: dict[str, tuple[list[str], list[str]] | None] = {}  # example text -> its phrases
 
     def _vector(self, counts: Counter[str]) -> dict[str, float]:
         v = {w: c * self._idf.get(w, 1.0) for w, c in counts.items()}
@@ -99,12 +100,14 @@ class ExampleBank:
         bank, or found by name/alias), or None when they cannot be found."""
         from llm_planner.llm.answers import example_phrases
 
+        if ex.text in self._spans:
+            return self._spans[ex.text]
         given = ex.phrases or {}
         targets = given.get("targets") or example_phrases(ex.text, ex.targets, self.world, ("landmark", "room"))
         avoid = given.get("avoid") or example_phrases(ex.text, ex.avoid, self.world, ("room",))
-        if targets is None or avoid is None:
-            return None
-        return list(targets), list(avoid)
+        found = None if targets is None or avoid is None else (list(targets), list(avoid))
+        self._spans[ex.text] = found
+        return found
 
     def first(self, k: int) -> list[Example]:
         return self.examples[:k]

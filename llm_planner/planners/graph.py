@@ -71,8 +71,8 @@ class GraphPlanner:
 
     def route(self, world: World, start: Point, goal: Point, avoid: tuple[str, ...] = ()) -> list[Point]:
         """Door approach points and the goal, in order, never through a room in ``avoid``."""
-        start_room = _room_name(world, start)
-        goal_room = _room_name(world, goal)
+        start_room = room_name(world, start)
+        goal_room = room_name(world, goal)
         for name in avoid:
             world.room(name)  # raises with the known rooms
         if goal_room in avoid:
@@ -108,7 +108,7 @@ class GraphPlanner:
         return [*points, goal]
 
 
-def _room_name(world: World, p: Point) -> str:
+def room_name(world: World, p: Point) -> str:
     room = world.room_at(p)
     if room is not None:
         return room.name

@@ -41,7 +41,7 @@ from llm_planner.llm.answers import (
 from llm_planner.llm.backend import LLMBackend, LLMError, Message, make_backend
 from llm_planner.llm.prompts import DEFAULT_EXAMPLES, ExampleBank, PromptBuilder, load_examples
 from llm_planner.plan import Plan, PlanError
-from llm_planner.planners.graph import GraphPlanner, _room_name
+from llm_planner.planners.graph import GraphPlanner, room_name
 from sim.world import World
 
 MODES = ("llm_goals", "llm_route")
@@ -132,7 +132,7 @@ class LLMPlanner:
 
     def _plan(self, task: Task, scene: Scene, feedback: Feedback | None) -> Plan:
         world = scene.world
-        robot_room = _room_name(world, scene.robot_xy)
+        robot_room = room_name(world, scene.robot_xy)
         if self.mode == "llm_goals":
             answer = self._goals(task, world, robot_room, feedback)
             done = _reached_in_order(answer.targets, world, feedback.reached if feedback else ())

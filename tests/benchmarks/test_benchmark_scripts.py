@@ -13,6 +13,19 @@ from benchmarks._common import record
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def run_benchmark(name: str, *args: str, timeout: int) -> dict:
+    """Run benchmarks/<name>.py as a user would; its last line of output is one JSON object."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=timeout,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def test_env_throughput_same_workload():
     res = env_throughput.single_env("two_rooms", n=20, rounds=2)
     assert res["env_step"] > 0 and res["raw_physics"] > 0 and res["raw_mj_step"] > 0
@@ -20,15 +33,7 @@ def test_env_throughput_same_workload():
 
 
 def test_env_throughput_cli_prints_json_last(tmp_path):
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "env_throughput.py"), "--quick", "--no-record", "--maps", "open"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        timeout=300,
-    ).stdout
-    figures = json.loads(out.strip().splitlines()[-1])
+    figures = run_benchmark("env_throughput", "--quick", "--no-record", "--maps", "open", timeout=300)
     assert set(figures) >= {"open", "dummy_vec_env_steps_per_s", "subproc_vec_env_steps_per_s", "target_met"}
     assert figures["open"]["ratio_vs_raw_physics"] > 0
 
@@ -47,27 +52,19 @@ def test_record_appends_rows(tmp_path, monkeypatch):
 
 
 def test_hierarchy_quick_prints_json_last(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "hierarchy.py"),
-            "--quick",
-            "--no-record",
-            "--planners",
-            "graph",
-            "flat",
-            "--suites",
-            "apartment_long",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
+    figures = run_benchmark(
+        "hierarchy",
+        "--quick",
+        "--no-record",
+        "--planners",
+        "graph",
+        "flat",
+        "--suites",
+        "apartment_long",
+        "--out",
+        str(tmp_path),
         timeout=600,
-    ).stdout
-    figures = json.loads(out.strip().splitlines()[-1])
+    )
     assert figures["long_horizon_success"]["graph"] == 1.0
     assert set(figures["cells"]) == {"graph/apartment_long", "flat/apartment_long"}
     assert (tmp_path / "table.md").is_file()
@@ -75,15 +72,7 @@ def test_hierarchy_quick_prints_json_last(tmp_path):
 
 @pytest.mark.slow
 def test_train_lowlevel_quick_prints_json_last():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "train_lowlevel.py"), "--quick", "--no-record"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        timeout=900,
-    ).stdout
-    figures = json.loads(out.strip().splitlines()[-1])
+    figures = run_benchmark("train_lowlevel", "--quick", "--no-record", timeout=900)
     assert {"project", "sb3_defaults", "throughput_steps_per_s", "time_ratio"} <= set(figures)
 
 
@@ -108,15 +97,7 @@ def test_llm_planner_accuracy_check_scores_answers_against_the_truth():
 
 @pytest.mark.slow
 def test_llm_planner_quick_prints_json_last(tmp_path):
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "llm_planner.py"), "--quick", "--no-record", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        timeout=900,
-    ).stdout
-    figures = json.loads(out.strip().splitlines()[-1])
+    figures = run_benchmark("llm_planner", "--quick", "--no-record", "--out", str(tmp_path), timeout=900)
     assert set(figures["plan_accuracy"]) == {"plain", "+spans", "llm_route"}
     assert figures["e2e_success"]["oracle (graph)"] == 1.0
     assert (tmp_path / "table.md").is_file()
@@ -124,14 +105,6 @@ def test_llm_planner_quick_prints_json_last(tmp_path):
 
 @pytest.mark.slow
 def test_ros_loop_quick_prints_json_last():
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "ros_loop.py"), "--quick", "--no-record"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        timeout=600,
-    ).stdout
-    figures = json.loads(out.strip().splitlines()[-1])
+    figures = run_benchmark("ros_loop", "--quick", "--no-record", timeout=600)
     assert figures["50hz"]["odom_sent"] > 0 and figures["50hz"]["latency_p99_ms"] > 0
     assert set(figures["targets_met"]) == {"p99<=5ms@50Hz", "no_missed@50Hz"}
