@@ -82,6 +82,8 @@ class RobotSpec:
     name: str
     source: Path
     mjcf: Path
+    #: URDF of the same robot (PyBullet backend, robot_state_publisher); None if the robot has none.
+    urdf: Path | None
     base_body: str
     chassis_geom: str
     radius: float
@@ -100,6 +102,7 @@ class RobotSpec:
             [
                 "name",
                 "mjcf",
+                "urdf",
                 "base_body",
                 "chassis_geom",
                 "radius",
@@ -114,6 +117,11 @@ class RobotSpec:
         mjcf = path.parent / root.text("mjcf")
         if not mjcf.is_file():
             raise root.error("mjcf", f"model file {str(mjcf)!r} does not exist")
+        urdf = None
+        if root.has("urdf"):
+            urdf = path.parent / root.text("urdf")
+            if not urdf.is_file():
+                raise root.error("urdf", f"URDF file {str(urdf)!r} does not exist")
 
         lim = root.sub("limits")
         lim.reject_unknown(list(VelocityLimits.__dataclass_fields__))
@@ -144,6 +152,7 @@ class RobotSpec:
             name=root.text("name"),
             source=path,
             mjcf=mjcf,
+            urdf=urdf,
             base_body=root.text("base_body"),
             chassis_geom=root.text("chassis_geom"),
             radius=root.number("radius", positive=True),

@@ -9,36 +9,17 @@ source (the robot's YAML). Joints, sites and sensors are later found by name, ne
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
 from robots.spec import RobotSpec
+from sim.physics import DRIVE_TIME_CONSTANT, GRAVITY, LATERAL_FRICTION, RenderSize, TopView, render_size_for
 from sim.world import World
-
-#: Time constant (s) with which the drive tracks a commanded velocity when below its force limit.
-DRIVE_TIME_CONSTANT = 0.05
-#: Lateral tyre grip: the no-slip actuator can push sideways up to mu * m * g before the base slides.
-LATERAL_FRICTION = 0.8
-GRAVITY = 9.81
 
 GOAL_SITE = "goal"
 TOP_CAMERA = "top"
 LIDAR_PREFIX = "lidar_"
-
-
-@dataclass(frozen=True)
-class RenderSize:
-    width: int
-    height: int
-
-
-def render_size_for(world: World, height: int) -> RenderSize:
-    """An image size with the map's aspect ratio (width rounded to a multiple of 16 for video codecs)."""
-    w, h = world.size
-    width = max(16, round(height * w / h / 16.0) * 16)
-    return RenderSize(width=width, height=height)
 
 
 def build_spec(
@@ -104,12 +85,12 @@ def build_spec(
             size=[0.08, 0.003, 0.0],
             rgba=[0.2, 0.4, 0.9, 0.8],
         )
-    margin = 0.4
+    view = TopView.of(world, render)
     wb.add_camera(
         name=TOP_CAMERA,
-        pos=[cx, cy, 10.0],
+        pos=[*view.center, 10.0],
         proj=mujoco.mjtProjection.mjPROJ_ORTHOGRAPHIC,
-        fovy=max(ymax - ymin, (xmax - xmin) * render.height / render.width) + margin,
+        fovy=view.extent,
     )
     wb.add_light(name="sun", pos=[cx, cy, 8.0], dir=[0.0, 0.0, -1.0], diffuse=[0.5, 0.5, 0.5])
 

@@ -8,7 +8,8 @@ import mujoco
 import numpy as np
 
 from robots.spec import RobotSpec
-from sim.mujoco.builder import GOAL_SITE, LIDAR_PREFIX, TOP_CAMERA, build_model, render_size_for
+from sim.mujoco.builder import GOAL_SITE, LIDAR_PREFIX, TOP_CAMERA, build_model
+from sim.physics import GRAVITY, Dynamics, TopView, render_size_for
 from sim.world import Pose2D, World
 
 _SENSOR_BIT = int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
@@ -52,6 +53,18 @@ class MujocoRoverPhysics:
         self._goal_site = m.site(GOAL_SITE).id
         self._max_range = robot.lidar.max_range
         self._renderer: mujoco.Renderer | None = None
+        self._view = TopView.of(world, self.render_size)
+        base = m.body(robot.base_body).id
+        self._base = base
+        self._walls = [m.geom(f"wall_{i}").id for i in range(len(world.walls))]
+        self._act_grip = m.actuator("drive_lateral_grip").id
+        self._nominal = {
+            "mass": float(m.body_mass[base]),
+            "inertia": m.body_inertia[base].copy(),
+            "gain_lin": float(m.actuator_gainprm[self._act_lin, 0]),
+            "gain_ang": float(m.actuator_gainprm[self._act_ang, 0]),
+        }
+        self.dynamics = Dynamics()
 
     def reset(self, pose: Pose2D) -> None:
         mujoco.mj_resetData(self.model, self.data)
@@ -96,6 +109,27 @@ class MujocoRoverPhysics:
         self.model.site_pos[self._goal_site, :2] = goal
         mujoco.mj_kinematics(self.model, self.data)
 
+    def set_dynamics(self, dynamics: Dynamics) -> None:
+        m, nominal = self.model, self._nominal
+        mass = nominal["mass"] * dynamics.mass_scale
+        m.body_mass[self._base] = mass
+        m.body_inertia[self._base] = nominal["inertia"] * dynamics.mass_scale
+        # Contact friction is the larger of the two geoms' (MuJoCo's rule): set both sides.
+        m.geom_friction[[self._chassis, *self._walls], 0] = dynamics.friction
+        grip = dynamics.friction * mass * GRAVITY
+        m.actuator_forcerange[self._act_grip] = [-grip, grip]
+        # force = gain * ctrl - kv * v: scaling the gain makes the servo settle at motor_gain * ctrl.
+        m.actuator_gainprm[self._act_lin, 0] = nominal["gain_lin"] * dynamics.motor_gain
+        m.actuator_gainprm[self._act_ang, 0] = nominal["gain_ang"] * dynamics.motor_gain
+        # MuJoCo 4 derives constants from masses at compile time: recompute them (mj_setConst works on
+        # qpos0 in the data, so the current state is kept aside and restored).
+        d = self.data
+        qpos, qvel = d.qpos.copy(), d.qvel.copy()
+        mujoco.mj_setConst(m, d)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mujoco.mj_forward(m, d)
+        self.dynamics = dynamics
+
     def render(self) -> np.ndarray:
         if self._renderer is None:
             self._renderer = mujoco.Renderer(self.model, self.render_size.height, self.render_size.width)
@@ -104,10 +138,7 @@ class MujocoRoverPhysics:
 
     def world_to_pixel(self, x: float, y: float) -> tuple[float, float]:
         """(column, row) of a map point in :meth:`render` images (top-down orthographic camera)."""
-        cam = self.model.cam(TOP_CAMERA)
-        scale = self.render_size.height / float(cam.fovy[0])
-        cx, cy = float(cam.pos0[0]), float(cam.pos0[1])
-        return (self.render_size.width / 2 + (x - cx) * scale, self.render_size.height / 2 - (y - cy) * scale)
+        return self._view.world_to_pixel(x, y)
 
     def close(self) -> None:
         if self._renderer is not None:

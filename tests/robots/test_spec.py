@@ -37,6 +37,44 @@ def test_spec_agrees_with_mjcf():
     assert n_rangefinders == spec.lidar.num_rays
 
 
+def test_urdf_agrees_with_mjcf_and_spec():
+    """PyBullet's URDF and MuJoCo's MJCF are one rover: size, mass, inertia, joints, limits, lidar height."""
+    import xml.etree.ElementTree as ET
+
+    spec = load_robot("rover")
+    model = build_model(load_world("open"), spec)
+    root = ET.parse(spec.urdf).getroot()
+    links = {link.get("name"): link for link in root.iter("link")}
+    joints = {joint.get("name"): joint for joint in root.iter("joint")}
+
+    chassis = model.geom(spec.chassis_geom)
+    cylinder = links[spec.base_body].find("collision/geometry/cylinder")
+    assert float(cylinder.get("radius")) == pytest.approx(chassis.size[0]) == pytest.approx(spec.radius)
+    assert float(cylinder.get("length")) == pytest.approx(2 * chassis.size[1])
+    moving_mass = sum(float(m.get("value")) for m in root.iter("mass"))
+    assert moving_mass == pytest.approx(model.body(spec.base_body).subtreemass[0], abs=0.01)
+    assert moving_mass == pytest.approx(spec.mass, abs=0.01)
+    inertia = links[spec.base_body].find("inertial/inertia")
+    for axis, k in (("ixx", 0), ("iyy", 1), ("izz", 2)):
+        assert float(inertia.get(axis)) == pytest.approx(model.body(spec.base_body).inertia[k], rel=1e-4)
+
+    # the same planar joints, and the base at the same height
+    for name in ("base_x", "base_y", "base_yaw"):
+        assert name in joints and model.joint(name) is not None
+    assert float(joints["base_yaw"].find("origin").get("xyz").split()[2]) == pytest.approx(
+        model.body(spec.base_body).pos[2]
+    )
+    lim = spec.limits
+    for name in ("base_x", "base_y"):
+        limit = joints[name].find("limit")
+        assert float(limit.get("velocity")) == pytest.approx(lim.max_linear_velocity)
+        assert float(limit.get("effort")) == pytest.approx(spec.mass * lim.max_linear_acceleration)
+    yaw_limit = joints["base_yaw"].find("limit")
+    assert float(yaw_limit.get("velocity")) == pytest.approx(lim.max_angular_velocity)
+    assert float(yaw_limit.get("effort")) == pytest.approx(float(inertia.get("izz")) * lim.max_angular_acceleration)
+    assert float(joints["laser_joint"].find("origin").get("xyz").split()[2]) == pytest.approx(spec.lidar.height)
+
+
 def test_lidar_layouts():
     lidar = load_robot("rover").lidar
     full = lidar.with_overrides(num_rays=4, fov_deg=360)
@@ -67,7 +105,8 @@ def test_unknown_robot_suggests():
 def _write_spec(tmp_path: Path, text_edit) -> Path:
     text = (ROBOTS_DIR / "rover" / "rover.yaml").read_text()
     path = tmp_path / "bot.yaml"
-    (tmp_path / "rover.xml").write_text((ROBOTS_DIR / "rover" / "rover.xml").read_text())
+    for name in ("rover.xml", "rover.urdf"):
+        (tmp_path / name).write_text((ROBOTS_DIR / "rover" / name).read_text())
     path.write_text(text_edit(text))
     return path
 

@@ -1,0 +1,296 @@
+"""PyBullet implementation of :class:`sim.physics.RoverPhysics`.
+
+The rover is its URDF (a planar base: prismatic x, prismatic y, continuous yaw), walls are static boxes
+built from the map exactly as in MuJoCo (``Wall.footprint``), and the lidar is one ``rayTestBatch`` per
+control step with the robot's ray layout. The drive is the model of :mod:`sim.physics` applied as joint
+forces at every substep: forward and yaw velocity servos clamped to the motors' force limits, and a
+lateral tyre grip. The servo gains are the implicit-Euler equivalents of MuJoCo's (``implicitfast``
+integrates velocity servos implicitly), so both engines follow the same velocity response; contacts
+with walls are each engine's own.
+
+Each instance owns one ``DIRECT`` (headless) physics client, so several envs coexist in a process.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pybullet as pb
+
+from robots.spec import RobotSpec
+from sim.physics import (
+    DRIVE_TIME_CONSTANT,
+    GRAVITY,
+    Dynamics,
+    RenderSize,
+    TopView,
+    render_size_for,
+)
+from sim.world import Pose2D, World
+
+#: Collision groups. Rays belong to Bullet's default group (1) and test only bodies in ``_WALLS``, so the
+#: lidar never sees the robot's own chassis; walls accept both rays and the robot.
+_WALLS, _ROBOT = 1, 2
+#: Joints of the URDF's planar base, in chain order.
+_JOINTS = ("base_x", "base_y", "base_yaw")
+
+
+class PybulletRoverPhysics:
+    """The rover in a PyBullet world (one DIRECT client per instance)."""
+
+    def __init__(
+        self,
+        world: World,
+        robot: RobotSpec,
+        *,
+        physics_dt: float,
+        substeps: int,
+        goal_radius: float,
+        render_height: int = 480,
+    ) -> None:
+        if robot.urdf is None:
+            raise ValueError(
+                f"robot {robot.name!r} has no URDF (robot spec field 'urdf'); the pybullet backend needs one"
+            )
+        self.world = world
+        self.robot = robot
+        self.substeps = substeps
+        self.dt = physics_dt
+        self.render_size: RenderSize = render_size_for(world, render_height)
+        self._view = TopView.of(world, self.render_size)
+        self.client = pb.connect(pb.DIRECT)
+        c = self.client
+        pb.setPhysicsEngineParameter(
+            fixedTimeStep=physics_dt, numSubSteps=0, deterministicOverlappingPairs=1, physicsClientId=c
+        )
+        pb.setGravity(0.0, 0.0, -GRAVITY, physicsClientId=c)
+
+        self.body = pb.loadURDF(
+            str(robot.urdf), useFixedBase=True, flags=pb.URDF_USE_INERTIA_FROM_FILE, physicsClientId=c
+        )
+        names = {pb.getJointInfo(self.body, j, physicsClientId=c)[1].decode(): j for j in range(self._num_joints())}
+        missing = [n for n in _JOINTS if n not in names]
+        if missing:
+            raise ValueError(f"{robot.urdf}: needs joints {list(_JOINTS)} (a planar base); missing {missing}")
+        self._joints = [names[n] for n in _JOINTS]
+        self._chassis = self._joints[2]  # the yaw joint's child link is the chassis
+        for j in range(-1, self._num_joints()):
+            pb.changeDynamics(self.body, j, linearDamping=0.0, angularDamping=0.0, physicsClientId=c)
+        # Joint motors off: the drive applies forces itself (TORQUE_CONTROL needs the default motors disabled).
+        pb.setJointMotorControlArray(
+            self.body, self._joints, pb.VELOCITY_CONTROL, forces=[0.0, 0.0, 0.0], physicsClientId=c
+        )
+        pb.setCollisionFilterGroupMask(self.body, self._chassis, _ROBOT, _WALLS, physicsClientId=c)
+        self._base_z = float(pb.getLinkState(self.body, self._chassis, physicsClientId=c)[4][2])
+
+        self._walls = [self._add_wall(wall) for wall in world.walls]
+        self._add_floor_and_markers(goal_radius)
+
+        info = pb.getDynamicsInfo(self.body, self._chassis, physicsClientId=c)
+        self._nominal_mass = float(info[0])
+        self._nominal_inertia = tuple(float(v) for v in info[2])
+        self.dynamics = Dynamics()
+        self._set_drive(self.dynamics)
+
+        lidar = robot.lidar
+        self._angles = np.asarray(lidar.angles())
+        self._max_range = lidar.max_range
+        self._lidar_z = self._base_z + lidar.height
+        self._ranges = np.full(lidar.num_rays, lidar.max_range)
+        self._state = np.zeros(6)  # x, y, yaw, vx, vy, wz (world frame)
+
+    # ------------------------------------------------------------------ construction
+
+    def _num_joints(self) -> int:
+        return pb.getNumJoints(self.body, physicsClientId=self.client)
+
+    def _add_wall(self, wall) -> int:
+        c, h = self.client, self.world.wall_height
+        half = [wall.length / 2.0 + wall.thickness / 2.0, wall.thickness / 2.0, h / 2.0]
+        col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=half, physicsClientId=c)
+        vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=half, rgbaColor=[0.35, 0.35, 0.4, 1.0], physicsClientId=c)
+        body = pb.createMultiBody(0.0, col, vis, [*wall.center, h / 2.0], _yaw_quat(wall.yaw), physicsClientId=c)
+        pb.setCollisionFilterGroupMask(body, -1, _WALLS, _WALLS | _ROBOT, physicsClientId=c)
+        return body
+
+    def _add_floor_and_markers(self, goal_radius: float) -> None:
+        # Visual only (no collision shape): neither contacts nor lidar rays see them.
+        c = self.client
+        xmin, ymin, xmax, ymax = self.world.bounds
+        floor = pb.createVisualShape(
+            pb.GEOM_BOX,
+            halfExtents=[(xmax - xmin) / 2.0 + 0.5, (ymax - ymin) / 2.0 + 0.5, 0.001],
+            rgbaColor=[0.92, 0.92, 0.88, 1.0],
+            physicsClientId=c,
+        )
+        pb.createMultiBody(0.0, -1, floor, [*self._view.center, -0.001], physicsClientId=c)
+        goal = pb.createVisualShape(
+            pb.GEOM_CYLINDER, radius=goal_radius, length=0.01, rgbaColor=[0.1, 0.8, 0.2, 1.0], physicsClientId=c
+        )
+        self._goal_marker = pb.createMultiBody(0.0, -1, goal, [*self._view.center, 0.005], physicsClientId=c)
+        for lm in self.world.landmarks:
+            vis = pb.createVisualShape(
+                pb.GEOM_CYLINDER, radius=0.08, length=0.006, rgbaColor=[0.2, 0.4, 0.9, 0.8], physicsClientId=c
+            )
+            pb.createMultiBody(0.0, -1, vis, [lm.position[0], lm.position[1], 0.003], physicsClientId=c)
+
+    def _set_drive(self, dynamics: Dynamics) -> None:
+        """Servo gains and force limits of the drive model (see sim.physics) for these dynamics."""
+        lim, dt = self.robot.limits, self.dt
+        mass = self._nominal_mass * dynamics.mass_scale
+        inertia = self._nominal_inertia[2] * dynamics.mass_scale
+        nominal_inertia = self._nominal_inertia[2]
+
+        def implicit(kv: float, m: float) -> float:
+            # The force an implicit Euler step applies for F = kv (target - v): kv / (1 + dt kv / m).
+            return kv / (1.0 + dt * kv / m)
+
+        # Motors are sized for the nominal robot (their force limits do not change with the load).
+        kv_lin = self._nominal_mass / DRIVE_TIME_CONSTANT
+        kv_ang = nominal_inertia / DRIVE_TIME_CONSTANT
+        kv_lat = self._nominal_mass / (2.0 * dt)
+        self._kv = np.array([implicit(kv_lin, mass), implicit(kv_lat, mass), implicit(kv_ang, inertia)])
+        self._force_max = np.array(
+            [
+                self._nominal_mass * lim.max_linear_acceleration,
+                dynamics.friction * mass * GRAVITY,
+                nominal_inertia * lim.max_angular_acceleration,
+            ]
+        )
+        self._cmd_max = np.array([lim.max_linear_velocity, lim.max_angular_velocity])
+
+    # ------------------------------------------------------------------ RoverPhysics
+
+    def reset(self, pose: Pose2D) -> None:
+        c = self.client
+        for joint, value in zip(self._joints, (pose.x, pose.y, pose.yaw), strict=True):
+            pb.resetJointState(self.body, joint, value, 0.0, physicsClientId=c)
+        self._read_state()
+        self._cast_lidar()
+
+    def step(self, linear: float, angular: float) -> bool:
+        c, body, joints = self.client, self.body, self._joints
+        # A controller clamps its command to the limits; the motor gain scales what the wheels then do.
+        gain = self.dynamics.motor_gain
+        v_cmd = min(max(linear, -self._cmd_max[0]), self._cmd_max[0]) * gain
+        w_cmd = min(max(angular, -self._cmd_max[1]), self._cmd_max[1]) * gain
+        kv, fmax = self._kv, self._force_max
+        touched = False
+        for _ in range(self.substeps):
+            _, _, yaw, vx, vy, wz = self._state
+            cos, sin = math.cos(yaw), math.sin(yaw)
+            forward = cos * vx + sin * vy
+            lateral = -sin * vx + cos * vy
+            f_fwd = min(max(kv[0] * (v_cmd - forward), -fmax[0]), fmax[0])
+            f_lat = min(max(-kv[1] * lateral, -fmax[1]), fmax[1])
+            torque = min(max(kv[2] * (w_cmd - wz), -fmax[2]), fmax[2])
+            pb.setJointMotorControlArray(
+                body,
+                joints,
+                pb.TORQUE_CONTROL,
+                forces=[cos * f_fwd - sin * f_lat, sin * f_fwd + cos * f_lat, torque],
+                physicsClientId=c,
+            )
+            pb.stepSimulation(physicsClientId=c)
+            self._read_state()
+            if not touched and pb.getContactPoints(bodyA=body, linkIndexA=self._chassis, physicsClientId=c):
+                touched = True
+        self._cast_lidar()
+        return touched
+
+    def pose(self) -> Pose2D:
+        x, y, yaw = self._state[:3]
+        return Pose2D(float(x), float(y), _wrap(float(yaw)))
+
+    def velocity(self) -> tuple[float, float]:
+        _, _, yaw, vx, vy, wz = self._state
+        return math.cos(yaw) * vx + math.sin(yaw) * vy, float(wz)
+
+    def lidar(self) -> np.ndarray:
+        return self._ranges.copy()
+
+    def set_goal_marker(self, goal: tuple[float, float]) -> None:
+        pb.resetBasePositionAndOrientation(
+            self._goal_marker, [goal[0], goal[1], 0.005], [0, 0, 0, 1], physicsClientId=self.client
+        )
+
+    def set_dynamics(self, dynamics: Dynamics) -> None:
+        c = self.client
+        scale = dynamics.mass_scale
+        pb.changeDynamics(
+            self.body,
+            self._chassis,
+            mass=self._nominal_mass * scale,
+            localInertiaDiagonal=[v * scale for v in self._nominal_inertia],
+            lateralFriction=dynamics.friction,
+            physicsClientId=c,
+        )
+        for wall in self._walls:
+            pb.changeDynamics(wall, -1, lateralFriction=dynamics.friction, physicsClientId=c)
+        self.dynamics = dynamics
+        self._set_drive(dynamics)
+
+    def render(self) -> np.ndarray:
+        # TinyRenderer (CPU, headless) draws perspective only: a 1 degree lens from far above is
+        # orthographic to within 0.2 % (wall tops vs. floor), matching MuJoCo's orthographic camera.
+        view = self._view
+        cx, cy = view.center
+        w, h = self.render_size.width, self.render_size.height
+        fov = 1.0
+        distance = view.extent / 2.0 / math.tan(math.radians(fov) / 2.0)
+        c = self.client
+        view_matrix = pb.computeViewMatrix([cx, cy, distance], [cx, cy, 0.0], [0.0, 1.0, 0.0], physicsClientId=c)
+        projection = pb.computeProjectionMatrixFOV(fov, w / h, distance - 2.0, distance + 2.0, physicsClientId=c)
+        _, _, rgba, _, _ = pb.getCameraImage(
+            w,
+            h,
+            view_matrix,
+            projection,
+            shadow=0,
+            lightDirection=[0.0, 0.0, 1.0],
+            lightAmbientCoeff=0.6,
+            lightDiffuseCoeff=0.45,
+            lightSpecularCoeff=0.0,
+            renderer=pb.ER_TINY_RENDERER,
+            physicsClientId=c,
+        )
+        return np.asarray(rgba, dtype=np.uint8).reshape(h, w, 4)[:, :, :3].copy()
+
+    def world_to_pixel(self, x: float, y: float) -> tuple[float, float]:
+        return self._view.world_to_pixel(x, y)
+
+    def close(self) -> None:
+        if self.client is not None and pb.isConnected(self.client):
+            pb.disconnect(self.client)
+        self.client = None
+
+    # ------------------------------------------------------------------ internals
+
+    def _read_state(self) -> None:
+        states = pb.getJointStates(self.body, self._joints, physicsClientId=self.client)
+        s = self._state
+        s[0], s[1], s[2] = states[0][0], states[1][0], states[2][0]
+        s[3], s[4], s[5] = states[0][1], states[1][1], states[2][1]
+
+    def _cast_lidar(self) -> None:
+        x, y, yaw = self._state[:3]
+        angles = yaw + self._angles
+        n = angles.shape[0]
+        start = np.empty((n, 3))
+        start[:, 0], start[:, 1], start[:, 2] = x, y, self._lidar_z
+        end = start.copy()
+        end[:, 0] += self._max_range * np.cos(angles)
+        end[:, 1] += self._max_range * np.sin(angles)
+        hits = pb.rayTestBatch(start.tolist(), end.tolist(), collisionFilterMask=_WALLS, physicsClientId=self.client)
+        fractions = np.fromiter((h[2] if h[0] >= 0 else 1.0 for h in hits), dtype=np.float64, count=n)
+        self._ranges = fractions * self._max_range
+
+
+def _yaw_quat(yaw: float) -> list[float]:
+    """PyBullet quaternions are (x, y, z, w)."""
+    return [0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0)]
+
+
+def _wrap(angle: float) -> float:
+    return (angle + math.pi) % (2.0 * math.pi) - math.pi
