@@ -46,9 +46,17 @@ class EnvConfig:
     max_steps: int = 100
     reward_type: str = "sparse"
     collision_penalty: float = 0.0
+    #: Sim-to-real wrappers, innermost first: names or {name: ..., <param>: ...} (sim/wrappers.py).
+    wrappers: list[Any] = field(default_factory=list)
 
     def validate(self) -> None:
+        from sim.wrappers import parse_wrapper_specs
+
         _positive("env", "max_steps", self.max_steps, integer=True)
+        try:
+            parse_wrapper_specs(self.wrappers)
+        except ValueError as err:
+            raise ValueError(f"env.{err}") from None
         for name in ("local_goal_radius", "success_radius", "control_hz", "physics_dt"):
             _positive("env", name, getattr(self, name))
         # The env validates the rest (map name, goal mode, ...) with messages that list the options.
@@ -68,6 +76,8 @@ class EnvConfig:
             "reward_type": self.reward_type,
             "collision_penalty": self.collision_penalty,
         }
+        if self.wrappers:
+            kwargs["wrappers"] = [w if isinstance(w, str) else dict(w) for w in self.wrappers]
         for name in ("lidar_rays", "lidar_fov_deg", "lidar_max_range"):
             if getattr(robot, name) is not None:
                 kwargs[name] = getattr(robot, name)

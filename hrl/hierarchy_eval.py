@@ -31,11 +31,25 @@ class SuiteResult:
     episodes: list[EpisodeRecord]
 
 
-def make_suite_env(policy: GoalPolicy, suite: TaskSuiteConfig, render: bool) -> gym.Env:
+def make_suite_env(
+    policy: GoalPolicy,
+    suite: TaskSuiteConfig,
+    render: bool,
+    backend: str | None = None,
+    wrappers: list[Any] | None = None,
+) -> gym.Env:
+    """The env of a task suite: the policy's env settings on the suite's map, on ``backend`` (default: the
+    one the policy was trained on) with ``wrappers`` (default none: training-time randomization is not
+    carried into evaluation)."""
     import sim  # noqa: F401
 
     kwargs = policy.env_config.make_kwargs(policy.robot_config)
     kwargs.update(map=suite.map, goal_mode="anywhere", max_steps=suite.max_episode_steps + 1)
+    kwargs.pop("wrappers", None)
+    if wrappers:
+        kwargs["wrappers"] = wrappers
+    if backend is not None:
+        kwargs["backend"] = backend
     return gym.make(policy.env_config.id, render_mode="rgb_array" if render else None, render_height=320, **kwargs)
 
 
@@ -67,8 +81,10 @@ def run_suite(
     video_episode: int | None = 0,
     progress: bool = True,
     limit: int | None = None,
+    backend: str | None = None,
 ) -> SuiteResult:
-    """Run every task of ``suite`` (per seed) with the planner (a registered name, or a planner object)."""
+    """Run every task of ``suite`` (per seed) with the planner (a registered name, or a planner object),
+    in the physics ``backend`` (default: the one the policy was trained in)."""
     tasks = suite.tasks()[:limit]
     if isinstance(planner_name, str):
         planner = build_planner(planner_name, planner_params or {}, policy)
@@ -77,7 +93,7 @@ def run_suite(
     executor = executor or ExecutorConfig(max_episode_steps=suite.max_episode_steps)
     agent = HierarchicalAgent(planner, policy, executor, goal_tolerance=suite.goal_tolerance)
     record_video = out_dir is not None and video_episode is not None
-    env = make_suite_env(policy, suite, render=record_video)
+    env = make_suite_env(policy, suite, render=record_video, backend=backend)
     world = env.unwrapped.world
     rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []

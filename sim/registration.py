@@ -5,12 +5,34 @@ Env ids are versioned: a change of behaviour (reward, observation layout, dynami
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import gymnasium as gym
 
-#: Env id -> (entry point, default kwargs). Each id accepts all ``RoverNavEnv`` keyword arguments.
+#: Env id -> (entry point, default kwargs). Each id accepts all ``RoverNavEnv`` keyword arguments, plus
+#: ``wrappers`` (sim-to-real wrappers by name, see sim.wrappers).
 ENV_IDS: dict[str, tuple[str, dict]] = {
-    "hrl/RoverNav-v0": ("sim.nav_env:RoverNavEnv", {}),
+    "hrl/RoverNav-v0": ("sim.registration:make_rover_nav", {}),
 }
+
+
+def make_rover_nav(wrappers: Sequence[Mapping[str, Any] | str] | None = None, **kwargs: Any) -> gym.Env:
+    """``RoverNavEnv(**kwargs)`` wrapped in ``wrappers`` (e.g. ``[{"name": "sensor_noise", "lidar_std": 0.02}]``)."""
+    from sim.nav_env import RoverNavEnv
+    from sim.wrappers import apply_wrappers
+
+    return apply_wrappers(RoverNavEnv(**kwargs), wrappers)
+
+
+def _metadata() -> dict[str, Any]:
+    from sim.nav_env import RoverNavEnv
+
+    return RoverNavEnv.metadata
+
+
+# gym.make reads the creator's metadata to check render_mode.
+make_rover_nav.metadata = _metadata()  # type: ignore[attr-defined]
 
 
 def register_envs() -> None:

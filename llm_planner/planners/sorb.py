@@ -75,7 +75,9 @@ class SoRBPlanner:
         import sim  # noqa: F401
 
         kwargs = self.policy.env_config.make_kwargs(self.policy.robot_config)
+        # Observations of the nominal simulator (no training-time randomization or noise wrappers).
         kwargs.update(map=world, goal_mode="local", max_steps=10**9)
+        kwargs.pop("wrappers", None)
         return gym.make(kwargs.pop("id", self.policy.env_config.id), **kwargs)
 
     def build_graph(self, world: World) -> tuple[nx.DiGraph, np.ndarray, Any]:

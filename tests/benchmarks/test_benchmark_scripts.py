@@ -32,10 +32,18 @@ def test_env_throughput_same_workload():
     assert res["substeps"] == 10 and res["lidar_rays"] == 36
 
 
+def test_pybullet_throughput_replays_the_same_trajectory():
+    """The raw stepSimulation reference replays the env's recorded joint forces (it raises if they diverge)."""
+    res = env_throughput.pybullet_env("two_rooms", n=20, rounds=2)
+    assert res["env_step"] > 0 and res["raw_step_simulation"] > 0
+    assert res["substeps"] == 10 and res["lidar_rays"] == 36
+
+
 def test_env_throughput_cli_prints_json_last(tmp_path):
     figures = run_benchmark("env_throughput", "--quick", "--no-record", "--maps", "open", timeout=300)
     assert set(figures) >= {"open", "dummy_vec_env_steps_per_s", "subproc_vec_env_steps_per_s", "target_met"}
     assert figures["open"]["ratio_vs_raw_physics"] > 0
+    assert figures["pybullet"]["open"]["ratio_vs_raw_step_simulation"] > 0
 
 
 def test_record_appends_rows(tmp_path, monkeypatch):

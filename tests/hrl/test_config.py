@@ -66,6 +66,46 @@ def test_experiment_rover_local():
     assert config.env.map == "open" and config.env.local_goal_radius == 2.5
 
 
+@pytest.mark.parametrize("preset", group_options("env/wrappers"))
+@pytest.mark.parametrize("backend", ["mujoco", "pybullet"])
+def test_every_wrapper_preset_makes_a_wrapped_env_on_every_backend(preset, backend):
+    import gymnasium as gym
+
+    config = to_train_config(compose_train([f"env/wrappers={preset}", f"env.backend={backend}"]))
+    config.env.validate()
+    env = gym.make(config.env.id, **config.env.make_kwargs(config.robot))
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    chain = []
+    while isinstance(env, gym.Wrapper):
+        chain.append(type(env).__name__)
+        env = env.env
+    named = [w if isinstance(w, str) else w["name"] for w in config.env.wrappers]
+    assert len(
+        [c for c in chain if c in ("DomainRandomization", "SensorNoise", "ActionLatency", "ActionRateLimit")]
+    ) == len(named)
+    assert env.physics.__class__.__module__ == f"sim.{backend}.physics"
+
+
+def test_experiment_rover_local_dr_randomizes():
+    config = to_train_config(compose_train(["experiment=rover_local_dr"]))
+    config.validate()
+    assert config.experiment_name == "rover_local_dr"
+    assert [w["name"] for w in config.env.wrappers] == ["domain_randomization"]
+
+
+def test_wrappers_on_the_command_line():
+    config = to_train_config(compose_train(["env.wrappers=[{name:sensor_noise,lidar_std:0.01},action_latency]"]))
+    config.validate()
+    assert config.env.make_kwargs(config.robot)["wrappers"] == [
+        {"name": "sensor_noise", "lidar_std": 0.01},
+        "action_latency",
+    ]
+    bad = to_train_config(compose_train(["env.wrappers=[{name:latency}]"]))
+    with pytest.raises(ValueError, match=r"env.wrappers\[0\]: unknown wrapper 'latency'"):
+        bad.validate()
+
+
 def test_typo_in_key_fails_before_training():
     with pytest.raises(ConfigCompositionException, match="lerning_rate"):
         compose_train(["algo.lerning_rate=0.1"])
