@@ -134,8 +134,10 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
         doc = run_evaluation(replace(config), out_dir)
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
+    wrappers = [w if isinstance(w, str) else w["name"] for w in config.env.wrappers]
+    where = f"{config.env.goal_mode} goals, {config.env.backend}" + (f" + {', '.join(wrappers)}" if wrappers else "")
     print(
-        f"[hrl-eval] {doc['policy']} on {config.env.map} ({config.env.goal_mode} goals): "
+        f"[hrl-eval] {doc['policy']} on {config.env.map} ({where}): "
         f"success {doc['success_rate']:.0%} over {doc['episodes']} episodes, mean steps {doc['mean_steps']:.1f}, "
         f"episodes with a wall contact {doc['episodes_with_collision']} -> {out_dir}"
     )

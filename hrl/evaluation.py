@@ -23,6 +23,8 @@ class EpisodeResult:
     final_distance: float
     path_length: float
     episode_return: float
+    #: Straight-line distance from the start to the goal (m): path_length / initial_distance >= 1.
+    initial_distance: float = float("nan")
 
 
 @dataclass
@@ -76,21 +78,25 @@ def evaluate(
         steps = collisions = 0
         ret = path = 0.0
         success = False
-        prev = obs["achieved_goal"].copy()
+        initial_distance = float(info["distance"])
+        prev = _true_position(env, obs)
         while True:
             obs, reward, terminated, truncated, info = env.step(policy(obs))
             steps += 1
             ret += float(reward)
             collisions += int(info["collision"])
-            path += float(np.linalg.norm(obs["achieved_goal"] - prev))
-            prev = obs["achieved_goal"].copy()
+            position = _true_position(env, obs)
+            path += float(np.linalg.norm(position - prev))
+            prev = position
             if record:
                 frames.append(env.render())
             if info["is_success"]:
                 success = True
             if terminated or truncated or (success and stop_on_success):
                 break
-        results.append(EpisodeResult(success, steps, collisions, float(info["distance"]), path, ret))
+        results.append(
+            EpisodeResult(success, steps, collisions, float(info["distance"]), path, ret, initial_distance)
+        )
     successes = [r for r in results if r.success]
     summary = EvaluationSummary(
         episodes=episodes,
@@ -104,3 +110,9 @@ def evaluate(
         per_episode=results,
     )
     return summary, frames
+
+
+def _true_position(env: gym.Env, obs: dict[str, np.ndarray]) -> np.ndarray:
+    """Where the robot really is (the observation may carry odometry drift from a SensorNoise wrapper)."""
+    pose = getattr(env.unwrapped, "pose", None)
+    return np.array([pose.x, pose.y]) if pose is not None else obs["achieved_goal"].astype(np.float64)

@@ -116,3 +116,25 @@ def test_ros_loop_quick_prints_json_last():
     figures = run_benchmark("ros_loop", "--quick", "--no-record", timeout=600)
     assert figures["50hz"]["odom_sent"] > 0 and figures["50hz"]["latency_p99_ms"] > 0
     assert set(figures["targets_met"]) == {"p99<=5ms@50Hz", "no_missed@50Hz"}
+
+
+def test_sim2sim_quick_prints_the_transfer_matrix_last():
+    figures = run_benchmark("sim2sim", "--quick", "--no-record", timeout=600)
+    matrix = figures["matrix"]
+    assert set(matrix) == {"rover_local", "rover_local_dr"}
+    assert (
+        matrix["rover_local_dr"]["trained_with_randomization"]
+        and not matrix["rover_local"]["trained_with_randomization"]
+    )
+    for row in matrix.values():
+        assert set(row["cells"]) == {
+            "open/mujoco",
+            "open/mujoco+noise+latency",
+            "open/pybullet",
+            "open/pybullet+noise+latency",
+        }
+        for cell in row["cells"].values():
+            lo, hi = cell["success_ci95"]
+            assert cell["episodes"] == 20 and lo <= cell["success_rate"] <= hi
+            assert cell["path_length_ratio"] is None or cell["path_length_ratio"] >= 0.9
+    assert isinstance(figures["target_met"], bool)
