@@ -6,8 +6,8 @@ PyBullet, PyBullet + noise + latency, where "noise + latency" is ``configs/env/w
 (2 cm lidar noise, 2 % dropped returns, odometry drift, one period of command latency, a rate limit).
 Every cell runs the same episodes (same seeds: same starts and local goals) and reports the success rate
 with its 95 % Wilson interval and the path-length ratio (path driven / straight-line distance from the
-start to the success circle, successful episodes; 1.0 is a straight drive). Target (issue 7): the randomization-trained policy loses <= 10 points of success
-from MuJoCo to PyBullet.
+start to the success circle, successful episodes; 1.0 is a straight drive). Target (issue 7): the
+randomization-trained policy loses <= 10 points of success from MuJoCo to PyBullet.
 
     python benchmarks/sim2sim.py [--quick] [--no-record] [--episodes 200] [--maps open apartment]
         [--policies shipped:rover_local shipped:rover_local_dr]
