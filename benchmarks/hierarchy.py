@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import emit, record
+from hrl import DEFAULT_POLICY
 from hrl.hierarchy_eval import markdown_table, run_suite
 from hrl.policy import GoalPolicy
 from hrl.tasks import load_suite
@@ -37,7 +38,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/bench/hierarchy"))
     args = parser.parse_args()
     seeds = (args.seeds[0],) if args.quick else tuple(args.seeds)
-    policy = GoalPolicy.load("shipped:rover_local")
+    policy = GoalPolicy.load(DEFAULT_POLICY)
     summaries = []
     t0 = time.perf_counter()
     for planner in args.planners:

@@ -31,6 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import emit, record
+from hrl import DEFAULT_POLICY
 from hrl.hierarchy_eval import markdown_table, run_suite
 from hrl.policy import GoalPolicy
 from hrl.tasks import load_suite
@@ -127,7 +128,7 @@ def main() -> None:
             flush=True,
         )
 
-    policy = GoalPolicy.load("shipped:rover_local")
+    policy = GoalPolicy.load(DEFAULT_POLICY)
     e2e = []
     for planner, params in (("graph", {}), ("llm_goals", {}), ("llm_route", {})):
         for name, suite in suites.items():

@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import emit, record
+from hrl import DEFAULT_POLICY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,7 @@ def inference_ms(n: int = 500) -> tuple[float, float]:
     from hrl.policy import GoalPolicy
     from hrl.ros.core import PolicyController
 
-    policy = GoalPolicy.load("shipped:rover_local")
+    policy = GoalPolicy.load(DEFAULT_POLICY)
     ctrl = PolicyController(policy, 0.5, 1.5)
     ranges = np.full(len(ctrl.angles), 3.0)
     times = []

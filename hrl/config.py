@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from hrl import DEFAULT_POLICY
 from hrl.algorithms import ALGORITHMS, FEATURES
 from hrl.executor import ExecutorConfig
 
@@ -264,7 +265,7 @@ class PlannerConfig:
 class EvalRunConfig:
     """``hrl-eval``: a policy evaluated on an env (goal reaching), or with a planner on a task suite."""
 
-    policy: str = "shipped:rover_local"
+    policy: str = DEFAULT_POLICY
     env: EnvConfig = field(default_factory=EnvConfig)
     robot: RobotConfig | None = None
     episodes: int = 50
@@ -287,3 +288,37 @@ class EvalRunConfig:
             raise ValueError("planner=... needs a task suite: task=apartment_long | maze_long | apartment_multi")
         if not self.seeds:
             raise ValueError("seeds must name at least one seed")
+
+
+@dataclass
+class BenchmarkConfig:
+    """``hrl-benchmark``: one job = one planner on one task suite in one backend with one seed.
+
+    The sweep (``hydra.sweeper.params`` in configs/benchmark.yaml, or ``planner=a,b seed=0,1`` on the
+    command line) multiplies them; every job appends its episodes to ``<sweep dir>/episodes/``.
+    """
+
+    name: str = "default"
+    policy: str = DEFAULT_POLICY
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    task: Any = None  # a task suite from configs/task/
+    backend: str = "mujoco"
+    seed: int = 0
+    episodes: int | None = None  # at most this many tasks of each suite (None: all)
+    trajectory_every: int = 5  # keep every n-th pose of each episode for the thumbnails
+    progress_bar: bool = False  # the job's own bar (the sweep's bar runs in the launching process)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+
+    def validate(self) -> None:
+        from sim.physics import BACKENDS
+
+        if not self.name or "/" in self.name:
+            raise ValueError(f"name must be a non-empty directory name, got {self.name!r}")
+        if self.task is None:
+            raise ValueError("task must name a task suite: task=apartment_long | maze_long | ...")
+        _choice("", "backend", self.backend, BACKENDS)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.episodes is not None:
+            _positive("", "episodes", self.episodes, integer=True)
+        _positive("", "trajectory_every", self.trajectory_every, integer=True)

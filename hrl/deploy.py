@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from hrl import DEFAULT_POLICY
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "configs"
 NODES = {
@@ -52,7 +54,7 @@ class DeployConfig:
     map: str = "apartment"
     start: str = "dock"
     planner: str = "graph"
-    policy: str = "shipped:rover_local"
+    policy: str = DEFAULT_POLICY
     overrides: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
 

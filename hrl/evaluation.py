@@ -94,9 +94,7 @@ def evaluate(
                 success = True
             if terminated or truncated or (success and stop_on_success):
                 break
-        results.append(
-            EpisodeResult(success, steps, collisions, float(info["distance"]), path, ret, initial_distance)
-        )
+        results.append(EpisodeResult(success, steps, collisions, float(info["distance"]), path, ret, initial_distance))
     successes = [r for r in results if r.success]
     summary = EvaluationSummary(
         episodes=episodes,

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hrl import DEFAULT_POLICY
 from hrl.ros.core import PlanProgress, finite, parse_status
 from hrl.ros.core import yaw_from_quaternion as _yaw
 from hrl.ros.params import Param, non_empty, topic
@@ -41,7 +42,7 @@ PARAMS = [
         "YAML of planner parameters (keys of configs/planner/<name>.yaml params)",
         _file_or_empty,
     ),
-    Param("policy", "shipped:rover_local", "policy for planners that need its critic (sorb)", non_empty),
+    Param("policy", DEFAULT_POLICY, "policy for planners that need its critic (sorb)", non_empty),
     Param("max_replans", 3, "replans per task after failed subgoals", _non_negative_int),
     Param("odom_frame", "odom", "frame of /plan and /subgoal", non_empty),
     Param("task_topic", "/task", "std_msgs/String in: instruction or place names", topic),

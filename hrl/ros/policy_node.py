@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from hrl import DEFAULT_POLICY
 from hrl.ros.core import PolicyController, SafetyConfig, SafetyFilter, SubgoalTracker, adapt_scan, finite
 from hrl.ros.core import yaw_from_quaternion as _yaw
 from hrl.ros.params import Param, non_empty, non_negative, positive, topic
@@ -28,7 +29,7 @@ def _control_mode(value: Any) -> str | None:
 
 
 PARAMS = [
-    Param("policy", "shipped:rover_local", "low-level policy: shipped:<name>, a .zip or a run directory", non_empty),
+    Param("policy", DEFAULT_POLICY, "low-level policy: shipped:<name>, a .zip or a run directory", non_empty),
     Param("control_hz", 20.0, "rate of /cmd_vel (Hz)", positive),
     Param("max_linear", 0.0, "linear speed limit (m/s); 0: the robot spec's", non_negative),
     Param("max_angular", 0.0, "angular speed limit (rad/s); 0: the robot spec's", non_negative),

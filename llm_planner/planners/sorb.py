@@ -23,6 +23,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from hrl import DEFAULT_POLICY
 from llm_planner.base import Feedback, Scene, Task
 from llm_planner.plan import Plan, PlanError, Subgoal
 from llm_planner.planners.common import goal_point, goal_target, step_budget, waypoint
@@ -34,7 +35,7 @@ class SoRBPlanner:
 
     def __init__(
         self,
-        policy: str = "shipped:rover_local",
+        policy: str = DEFAULT_POLICY,
         n_nodes: int = 400,
         collect_steps: int = 6000,
         max_edge_steps: float = 40.0,
