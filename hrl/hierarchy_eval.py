@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -82,9 +83,15 @@ def run_suite(
     progress: bool = True,
     limit: int | None = None,
     backend: str | None = None,
+    skip: Collection[tuple[int, int]] = (),
+    on_episode: Callable[[dict[str, Any], EpisodeRecord], None] | None = None,
 ) -> SuiteResult:
     """Run every task of ``suite`` (per seed) with the planner (a registered name, or a planner object),
-    in the physics ``backend`` (default: the one the policy was trained in)."""
+    in the physics ``backend`` (default: the one the policy was trained in).
+
+    ``skip``: (seed, episode) pairs already done elsewhere (a resumed sweep); ``on_episode(row, record)`` is
+    called after each episode (to write results as they come, so an interrupted run loses nothing).
+    """
     tasks = suite.tasks()[:limit]
     if isinstance(planner_name, str):
         planner = build_planner(planner_name, planner_params or {}, policy)
@@ -102,8 +109,12 @@ def run_suite(
     total = len(seeds) * len(tasks)
     categories = [ep.category for ep in suite.episodes]
     bar = tqdm(total=total, desc=f"{planner_name} on {suite.name}", unit="ep", disable=not progress, leave=False)
+    skip = set(skip)
+    bar.update(sum(1 for seed in seeds for i in range(len(tasks)) if (seed, i) in skip))
     for seed in seeds:
         for i, (start, task) in enumerate(tasks):
+            if (seed, i) in skip:
+                continue
             obs, _ = env.reset(seed=seed * 1000 + i, options={"start": start})
             start_xy = (float(obs["achieved_goal"][0]), float(obs["achieved_goal"][1]))
             first_goal = goal_point(task.goals[0], world)
@@ -118,6 +129,8 @@ def run_suite(
                     "task": task.text,
                     "category": categories[i],
                     "doors": doors_between(world, start_xy, first_goal),
+                    "start_xy": [round(v, 3) for v in start_xy],
+                    "goals_xy": [[round(float(v), 3) for v in goal_point(g, world)] for g in task.goals],
                     **episode.row(),
                 }
             )
@@ -126,6 +139,8 @@ def run_suite(
                 call.update(seed=seed, episode=i)
             calls_seen = len(getattr(planner, "calls", []))
             episodes.append(episode)
+            if on_episode is not None:
+                on_episode(rows[-1], episode)
             if record_this and ex.frames:
                 video = out_dir / f"{planner_name}_{suite.name}_ep{i}.mp4"
                 _write_plan_video(ex.frames, episode, env, ex.record_every, video)
@@ -134,7 +149,7 @@ def run_suite(
     env.close()
     summary = summarise(rows)
     summary.update(planner=planner_name, suite=suite.name, seeds=list(seeds))
-    if out_dir is not None:
+    if out_dir is not None and rows:
         write_results(rows, summary, out_dir)
         with open(out_dir / "events.jsonl", "w") as f:  # the executor's structured event log
             f.writelines(json.dumps(e) + "\n" for e in events)
@@ -147,6 +162,8 @@ def run_suite(
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
+    if n == 0:
+        return {"episodes": 0}
     succ = [r for r in rows if r["success"]]
     lat = [r["planner_latency_mean_s"] for r in rows]
     return {

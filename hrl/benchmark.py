@@ -1,0 +1,250 @@
+"""``hrl-benchmark``: compare planners across task suites, physics backends and seeds (Hydra multirun).
+
+One job runs one planner on one task suite in one backend with one seed, and appends every episode, as
+it finishes, to ``runs/benchmark/<name>/episodes/<planner>__<suite>__<backend>__s<seed>.jsonl``. A sweep
+that is interrupted and started again with the same ``name`` skips the episodes already there. When the
+sweep ends, :class:`SweepCallback` (in the launching process) aggregates everything into tables, plots and
+``report.md`` (:mod:`hrl.benchmark_report`); it also shows one progress bar for the whole sweep.
+
+    hrl-benchmark                                            # the grid of configs/benchmark.yaml
+    hrl-benchmark name=quick planner=graph,flat task=apartment_long seed=0,1 episodes=3
+    hrl-benchmark hydra/launcher=submitit_slurm              # the same sweep on a Slurm cluster
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+from hrl.config import BenchmarkConfig
+from hrl.train import CONFIG_DIR
+
+EPISODES_DIR = "episodes"
+
+
+def fail(message: str) -> None:
+    print(f"hrl-benchmark: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def cell_name(planner: str, suite: str, backend: str, seed: int) -> str:
+    return f"{planner}__{suite}__{backend}__s{seed}"
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The episodes in one job's file; a last line cut short by a kill is ignored (it is re-run)."""
+    rows = []
+    if not path.is_file():
+        return rows
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
+    """One planner x suite x backend x seed; returns what it ran (episodes done now and before)."""
+    from omegaconf import OmegaConf
+
+    from hrl.eval import planner_params
+    from hrl.hierarchy_eval import run_suite
+    from hrl.policy import GoalPolicy
+    from hrl.tasks import suite_from_dict
+
+    config.validate()
+    task = config.task if isinstance(config.task, dict) else OmegaConf.to_container(config.task)
+    suite = suite_from_dict(task)
+    cell = cell_name(config.planner.name, suite.name, config.backend, config.seed)
+    path = sweep_dir / EPISODES_DIR / f"{cell}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = {(r["seed"], r["episode"]) for r in read_rows(path)}
+    n_tasks = len(suite.tasks()[: config.episodes])
+    if len(done) >= n_tasks:
+        return {"cell": cell, "episodes": n_tasks, "new": 0}
+    _drop_partial_line(path)
+    policy = GoalPolicy.load(config.policy)
+    every = config.trajectory_every
+
+    def write(row: dict[str, Any], record: Any) -> None:
+        row = dict(row, backend=config.backend, policy=config.policy)
+        row["planner_latencies_s"] = [round(v, 5) for v in record.planner_latency_s]
+        trajectory = record.trajectory[::every] + record.trajectory[-1:]
+        row["trajectory"] = [[round(x, 2), round(y, 2)] for x, y in trajectory]
+        with open(path, "a") as f:  # one line per episode, flushed: an interruption loses at most one
+            f.write(json.dumps(row) + "\n")
+
+    result = run_suite(
+        config.planner.name,
+        suite,
+        policy,
+        planner_params=planner_params(config.planner),
+        seeds=(config.seed,),
+        executor=replace(config.executor, max_episode_steps=suite.max_episode_steps),
+        out_dir=None,
+        video_episode=None,
+        progress=config.progress_bar,
+        limit=config.episodes,
+        backend=config.backend,
+        skip=done,
+        on_episode=write,
+    )
+    return {"cell": cell, "episodes": n_tasks, "new": len(result.rows)}
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut a last line without its newline (a job killed while writing) so appends start clean."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
+class SweepCallback(Callback):
+    """Hydra callback in the launching process: a progress bar over the whole sweep while it runs (it
+    counts the episodes the jobs have written, whichever launcher runs them), then the report."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # Launchers (joblib, submitit) pickle the Hydra context, callbacks included: the watcher stays here.
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            total = sweep_size(config)
+        except Exception as err:
+            print(f"hrl-benchmark: no progress bar ({err})", file=sys.stderr)
+            return
+        self._thread = threading.Thread(target=self._watch, args=(sweep_dir, total), daemon=True)
+        self._thread.start()
+
+    def _watch(self, sweep_dir: Path, total: int) -> None:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="hrl-benchmark", unit="ep", dynamic_ncols=True)
+        while True:
+            bar.n = min(total, count_episodes(sweep_dir))
+            bar.refresh()
+            if self._stop.wait(1.0):
+                break
+        bar.n = min(total, count_episodes(sweep_dir))
+        bar.close()
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        from hrl.benchmark_report import write_report
+
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            report = write_report(sweep_dir, command=_command(config))
+        except ValueError as err:
+            print(f"hrl-benchmark: no report: {err}", file=sys.stderr)
+            return
+        print(f"[hrl-benchmark] report: {report}")
+
+
+def count_episodes(sweep_dir: Path) -> int:
+    total = 0
+    for path in (sweep_dir / EPISODES_DIR).glob("*.jsonl"):
+        try:
+            total += path.read_bytes().count(b"\n")
+        except OSError:
+            continue
+    return total
+
+
+def sweep_size(config: Any) -> int:
+    """Episodes in the whole sweep: the grid (sweeper params, then command-line overrides) x suite sizes."""
+    import math
+
+    import yaml
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    grid: dict[str, str] = {str(k): str(v) for k, v in (config.hydra.sweeper.params or {}).items()}
+    for override in config.hydra.overrides.task:
+        key, _, value = str(override).partition("=")
+        grid[key.lstrip("+~")] = value
+    parser = OverridesParser.create()
+    values: dict[str, list[str]] = {}
+    for key, value in grid.items():
+        parsed = parser.parse_override(f"{key}={value}")
+        if parsed.is_sweep_override():
+            values[key] = list(parsed.sweep_string_iterator())
+        else:
+            values[key] = [parsed.get_value_element_as_str()]
+    limit = config.get("episodes")
+    suites = values.pop("task", [str(config.task.name)])
+    per_suite = 0
+    for suite in suites:
+        doc = yaml.safe_load((CONFIG_DIR / "task" / f"{suite}.yaml").read_text())
+        n = len(doc.get("episodes", []))
+        per_suite += min(n, int(limit)) if limit is not None else n
+    return per_suite * math.prod(len(v) for k, v in values.items() if k != "episodes")
+
+
+def _command(config: Any) -> str:
+    overrides = " ".join(str(o) for o in config.hydra.overrides.task)
+    return f"hrl-benchmark {overrides}".strip()
+
+
+def _task(cfg: Any) -> float:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    try:
+        config: BenchmarkConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except ValueError as err:
+        fail(str(err))
+    hc = HydraConfig.get()
+    sweep_dir = Path(hc.sweep.dir) if hc.mode.name == "MULTIRUN" else Path(hc.runtime.output_dir).parent
+    t0 = time.perf_counter()
+    try:
+        result = run_job(config, sweep_dir)
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))
+    print(
+        f"[hrl-benchmark] {result['cell']}: {result['new']} new episode(s) of {result['episodes']} "
+        f"in {time.perf_counter() - t0:.0f} s"
+    )
+    return float(result["new"])
+
+
+def register_schemas() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    from hrl.train import register_schemas as register_train_schemas
+
+    register_train_schemas()
+    ConfigStore.instance().store(name="benchmark_schema", node=BenchmarkConfig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import hydra
+
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    register_schemas()
+    hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="benchmark")(_task)()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
