@@ -27,6 +27,11 @@ def non_negative(value: Any) -> str | None:
     return None if ok else "must be a finite number >= 0 (0: the robot spec's value)"
 
 
+def whole_number(value: Any) -> str | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return None if ok else "must be an integer >= 0"
+
+
 def topic(value: Any) -> str | None:
     ok = isinstance(value, str) and value.startswith("/") and " " not in value
     return None if ok else "must be a topic name starting with '/'"

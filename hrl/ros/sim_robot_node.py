@@ -4,6 +4,10 @@ Subscribes ``/cmd_vel`` (geometry_msgs/Twist); publishes ``/odom`` (nav_msgs/Odo
 (sensor_msgs/LaserScan) at ``control_hz``, stepping the simulator (MuJoCo) in wall-clock time. Like a real
 base it stops when ``/cmd_vel`` goes quiet for ``cmd_timeout_s``, and like a real lidar it reports "no
 return" as ``+inf`` (REP 117). The odom frame is the map's frame (the robot starts at its start pose).
+
+``mass_scale``, ``friction``, ``motor_gain`` and ``latency_steps`` make it a different robot than the one the
+policies were trained on (the physics backend's ``set_dynamics`` and a command delay): a stand-in for
+hardware when testing the sim-to-real tools (``hrl-sim2real``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hrl.ros.params import Param, non_empty, positive, topic
+from hrl.ros.params import Param, non_empty, positive, topic, whole_number
 
 PARAMS = [
     Param("map", "apartment", "map name or path of a map .yaml", non_empty),
@@ -24,6 +28,10 @@ PARAMS = [
     Param("robot", "rover", "robot name (robots/<name>/)", non_empty),
     Param("control_hz", 10.0, "simulation steps and /odom, /scan messages per second", positive),
     Param("cmd_timeout_s", 0.5, "stop when /cmd_vel is older than this (s)", positive),
+    Param("mass_scale", 1.0, "chassis mass and inertia x this (a different robot than the nominal one)", positive),
+    Param("friction", 0.8, "tyre grip and wall friction coefficient (nominal 0.8)", positive),
+    Param("motor_gain", 1.0, "velocity achieved per velocity commanded (wheel radius error)", positive),
+    Param("latency_steps", 0, "commands take effect this many control periods late", whole_number),
     Param("odom_frame", "odom", "frame of /odom", non_empty),
     Param("base_frame", "base_link", "child frame of /odom", non_empty),
     Param("laser_frame", "laser", "frame of /scan", non_empty),
@@ -56,11 +64,18 @@ def make_node(**overrides: Any) -> Any:
                 spec = load_robot(p["robot"])
             except (FileNotFoundError, ValueError) as err:
                 raise ParameterError(f"parameter 'robot' = {p['robot']!r}: {err}") from None
+            latency = p["latency_steps"]
             try:
+                from sim.physics import Dynamics
+
                 self.env = gym.make(
                     "hrl/RoverNav-v0", map=p["map"], robot=p["robot"], backend=p["backend"], goal_mode="anywhere",
                     control_hz=p["control_hz"], max_steps=10**9,
+                    wrappers=[{"name": "action_latency", "steps": latency}] if latency else None,
                 )  # fmt: skip
+                self.env.unwrapped.physics.set_dynamics(
+                    Dynamics(mass_scale=p["mass_scale"], friction=p["friction"], motor_gain=p["motor_gain"])
+                )
                 self.env.reset(seed=0, options={"start": self.env.unwrapped.world.parse_start(p["start"])})
             except (ValueError, KeyError) as err:
                 raise ParameterError(f"cannot build the simulated robot: {err}") from None

@@ -1,0 +1,108 @@
+"""hrl-sim2real on runs recorded over DDS from the project's simulated robot: a nominal robot and a
+perturbed one (lower friction, weaker motors, heavier, two periods of command latency) standing in for
+hardware. The replay in simulation must match the nominal run closely and the perturbed one less well."""
+
+import json
+import os
+import signal
+
+import pytest
+from std_msgs.msg import String
+
+from hrl.sim2real import compare, main, read_bag
+from sim.world import load_world
+from tests.ros.conftest import Processes, spin_until
+
+PERTURBED = ("friction:=0.5", "motor_gain:=0.85", "mass_scale:=1.3", "latency_steps:=2")
+
+
+def record_run(tmp_path, bag, sim_params=(), task="sofa"):
+    """sim robot + policy + planner + recorder, each in its own process; one task; the bag finalised."""
+    import rclpy
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    processes = Processes(tmp_path)
+    rclpy.init()
+    node = rclpy.create_node(f"sim2real_test_{os.getpid()}")
+    try:
+        processes.start("hrl.ros.sim_robot_node", "map:=apartment", "start:=kitchen", *sim_params)
+        processes.start("hrl.ros.policy_node")
+        planner = processes.start("hrl.ros.planner_node", "map:=apartment", "planner:=graph")
+        recorder = processes.start("hrl.ros.recorder", f"output:={bag}")
+        status = []
+        node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
+        pub = node.create_publisher(String, "/task", 10)
+        assert spin_until(node, lambda: node.count_subscribers("/task") >= 2, 120)  # planner and recorder
+        assert spin_until(node, lambda: node.count_subscribers("/subgoal") >= 2, 60)  # policy and recorder
+        pub.publish(String(data=task))
+        assert spin_until(node, lambda: status, 150), processes.log(planner)
+        spin_until(node, lambda: False, 1.0)
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(timeout=20)
+        assert (bag / "metadata.yaml").is_file(), processes.log(recorder)
+        return status[0]
+    finally:
+        processes.stop_all()
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+@pytest.fixture(scope="module")
+def bags(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sim2real")
+    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_LOCALHOST_ONLY")}
+    os.environ["ROS_DOMAIN_ID"], os.environ["ROS_LOCALHOST_ONLY"] = str(160 + os.getpid() % 40), "1"
+    try:
+        status = {
+            "nominal": record_run(root / "nominal_logs", root / "nominal"),
+            "perturbed": record_run(root / "perturbed_logs", root / "perturbed", PERTURBED),
+        }
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return root, status
+
+
+def test_nominal_run_replays_closely_in_both_simulators(bags):
+    root, status = bags
+    assert status["nominal"] == "done"
+    rec = read_bag(root / "nominal")
+    assert not [w for w in rec.warnings if "/scan" in w or "/subgoal" in w]
+    summary = compare(rec, load_world("apartment"), ["mujoco", "pybullet"])
+    summary.pop("_replays")
+    assert summary["robot"]["success"] and None not in summary["robot"]["time_to_subgoal_s"]
+    for backend, b in summary["backends"].items():
+        assert b["ate_m"] < 0.05, (backend, b)  # the same robot: the replay follows the recorded path
+        assert b["success"], (backend, b)
+        assert b["lidar_mae_m"] < 0.05, (backend, b)  # the same walls
+        for real, simulated in zip(summary["robot"]["time_to_subgoal_s"], b["time_to_subgoal_s"], strict=True):
+            assert abs(real - simulated) < 0.5
+
+
+def test_perturbed_robot_shows_a_larger_gap(bags):
+    root, status = bags
+    assert status["perturbed"] == "done"  # the policy copes with the perturbed robot in closed loop
+    world = load_world("apartment")
+    gap = {}
+    for name in ("nominal", "perturbed"):
+        summary = compare(read_bag(root / name), world, ["mujoco"])
+        summary.pop("_replays")
+        gap[name] = summary["backends"]["mujoco"]
+    assert gap["perturbed"]["ate_m"] > 0.2 and gap["perturbed"]["ate_m"] > 5 * gap["nominal"]["ate_m"]
+    assert gap["perturbed"]["rpe_translation_m"] > gap["nominal"]["rpe_translation_m"]
+
+
+def test_cli_writes_report_plots_and_summary(bags, tmp_path, capsys):
+    root, _ = bags
+    out = tmp_path / "out"
+    assert main([str(root / "perturbed"), "--map", "apartment", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["backends"]) == {"mujoco", "pybullet"}
+    for name in ("paths.png", "errors.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+    report = (out / "report.md").read_text()
+    assert "hrl-sim2real" in report and "| mujoco |" in report and "| pybullet |" in report
+    assert "ATE" in capsys.readouterr().out
