@@ -3,7 +3,9 @@
 Rows: low-level policies (default: the shipped ``rover_local``, trained without randomization, and
 ``rover_local_dr``, trained with ``env/wrappers=randomize``). Columns: MuJoCo, MuJoCo + noise + latency,
 PyBullet, PyBullet + noise + latency, where "noise + latency" is ``configs/env/wrappers/noise_latency.yaml``
-(2 cm lidar noise, 2 % dropped returns, odometry drift, one period of command latency, a rate limit).
+(2 cm lidar noise, 2 % dropped returns, odometry drift, one period of command latency, a rate limit), and
+PyBullet + perturbed: a robot at the edges of the randomization ranges (x1.25 mass, friction 0.5, motor
+gain 0.9, 3 cm lidar noise, 2 more periods of latency) on top of noise + latency.
 Every cell runs the same episodes (same seeds: same starts and local goals) and reports the success rate
 with its 95 % Wilson interval and the path-length ratio (path driven / straight-line distance from the
 start to the success circle, successful episodes; 1.0 is a straight drive). Target (issue 7): the
@@ -36,10 +38,21 @@ from hrl.policy import GoalPolicy
 ROOT = Path(__file__).resolve().parents[1]
 NOISE_LATENCY = ROOT / "configs" / "env" / "wrappers" / "noise_latency.yaml"
 CONDITIONS = {
-    "mujoco": ("mujoco", False),
-    "mujoco+noise+latency": ("mujoco", True),
-    "pybullet": ("pybullet", False),
-    "pybullet+noise+latency": ("pybullet", True),
+    "mujoco": ("mujoco", ""),
+    "mujoco+noise+latency": ("mujoco", "noise"),
+    "pybullet": ("pybullet", ""),
+    "pybullet+noise+latency": ("pybullet", "noise"),
+    "pybullet+perturbed": ("pybullet", "perturbed"),
+}
+#: A robot at the edges of the randomization ranges (heavy, slippery, weak motors, noisy, late), with the
+#: noise + latency preset on top (3 periods of latency in all): how much margin a policy has.
+PERTURBED = {
+    "name": "domain_randomization",
+    "mass_scale": 1.25,
+    "friction": 0.5,
+    "motor_gain": 0.9,
+    "lidar_std": 0.03,
+    "latency_steps": 2,
 }
 DEFAULT_POLICIES = ["shipped:rover_local", "shipped:rover_local_dr"]
 
@@ -49,12 +62,14 @@ def noise_latency_wrappers() -> list[Any]:
     return yaml.safe_load(NOISE_LATENCY.read_text())["wrappers"]
 
 
-def cell(policy: GoalPolicy, map_name: str, backend: str, noisy: bool, episodes: int, seed: int) -> dict[str, Any]:
+def cell(policy: GoalPolicy, map_name: str, backend: str, effects: str, episodes: int, seed: int) -> dict[str, Any]:
     kwargs = policy.env_config.make_kwargs(policy.robot_config)
     kwargs.pop("wrappers", None)  # training-time randomization is not part of the evaluation
     kwargs.update(map=map_name, backend=backend, goal_mode="local")
-    if noisy:
+    if effects == "noise":
         kwargs["wrappers"] = noise_latency_wrappers()
+    elif effects == "perturbed":
+        kwargs["wrappers"] = [PERTURBED, *noise_latency_wrappers()]
     env = gym.make(policy.env_config.id, **kwargs)
     t0 = time.perf_counter()
     summary, _ = evaluate(policy, env, episodes, seed=seed, progress=False)
@@ -101,8 +116,8 @@ def main() -> None:
         name = spec.removeprefix("shipped:")
         rows: dict[str, Any] = {}
         for map_name in maps:
-            for label, (backend, noisy) in CONDITIONS.items():
-                c = cell(policy, map_name, backend, noisy, episodes, args.seed)
+            for label, (backend, effects) in CONDITIONS.items():
+                c = cell(policy, map_name, backend, effects, episodes, args.seed)
                 rows[f"{map_name}/{label}"] = c
                 print(f"{name:>16} {map_name:>10} {label:>24}: {fmt(c)}  ({c['seconds']} s)", flush=True)
         drops = {m: round(rows[f"{m}/mujoco"]["success_rate"] - rows[f"{m}/pybullet"]["success_rate"], 4) for m in maps}
@@ -141,7 +156,7 @@ def main() -> None:
                     name,
                     ", ".join(maps),
                     *("<br>".join(f"{mp}: {fmt(m['cells'][f'{mp}/{label}'])}" for mp in maps) for label in CONDITIONS),
-                    ", ".join(f"{mp}: {d * 100:+.0f}" for mp, d in m["mujoco_to_pybullet_drop"].items()),
+                    ", ".join(f"{mp}: {d * 100:+.1f}" for mp, d in m["mujoco_to_pybullet_drop"].items()),
                 ],
                 [
                     "policy",

@@ -130,6 +130,7 @@ def test_sim2sim_quick_prints_the_transfer_matrix_last():
         assert set(row["cells"]) == {
             "open/mujoco",
             "open/mujoco+noise+latency",
+            "open/pybullet+perturbed",
             "open/pybullet",
             "open/pybullet+noise+latency",
         }
