@@ -32,11 +32,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="graph and flat, 2 tasks, one seed (< 1 min)")
     parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
     parser.add_argument("--name", default=None, help="sweep name (runs/benchmark/<name>); default planners[_quick]")
+    parser.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/benchmark/<name>)")
     parser.add_argument("overrides", nargs="*", help="more hrl-benchmark overrides (e.g. seed=0,1)")
     args = parser.parse_args()
     name = args.name or ("planners_quick" if args.quick else "planners")
     overrides = [f"name={name}", *(QUICK if args.quick else []), *args.overrides]
-    sweep_dir = ROOT / "runs" / "benchmark" / name
+    sweep_dir = (args.out or ROOT / "runs" / "benchmark" / name).resolve()
+    if args.out is not None:
+        overrides.append(f"hydra.sweep.dir={sweep_dir}")
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "hrl.benchmark", *overrides], cwd=ROOT, check=True)
     elapsed = time.perf_counter() - t0
@@ -44,7 +47,7 @@ def main() -> None:
 
     figures = {
         "quick": args.quick,
-        "sweep_dir": str(sweep_dir.relative_to(ROOT)),
+        "sweep_dir": _shown(sweep_dir),
         "wall_time_s": round(elapsed, 1),
         "episodes": sum(r["episodes"] for r in results),
         "success": {f"{r['planner']}/{r['suite']}/{r['backend']}": r["success_rate"] for r in results},
@@ -64,13 +67,17 @@ def main() -> None:
             [
                 f"{figures['episodes']} episodes, {elapsed / 60:.0f} min",
                 "<br>".join(f"**{p}**: " + ", ".join(cells) for p, cells in by_planner.items()),
-                f"`{sweep_dir.relative_to(ROOT)}/report.md`",
+                f"`{_shown(sweep_dir)}/report.md`",
             ],
             ["sweep", "success per planner (suite/backend, 95 % CI)", "full table"],
         )
         if not args.quick:
             write_latest(sweep_dir, overrides, elapsed)
     emit(figures)
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def write_latest(sweep_dir: Path, overrides: list[str], elapsed: float) -> None:

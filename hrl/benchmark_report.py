@@ -120,9 +120,10 @@ def plot_success_vs_length(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     backends = sorted({r["backend"] for r in rows})
+    planners = _planners(rows)
     fig, axes = plt.subplots(1, len(backends), figsize=(5.5 * len(backends), 4), squeeze=False, sharey=True)
     for ax, backend in zip(axes[0], backends, strict=True):
-        for planner in _planners(rows):
+        for rank, planner in enumerate(planners):
             by_doors: dict[int, list[bool]] = defaultdict(list)
             for r in rows:
                 if r["planner"] == planner and r["backend"] == backend:
@@ -133,7 +134,11 @@ def plot_success_vs_length(rows: list[dict[str, Any]], path: Path) -> None:
             ys = [np.mean(by_doors[x]) for x in xs]
             lo = [y - wilson(sum(by_doors[x]), len(by_doors[x]))[0] for x, y in zip(xs, ys, strict=True)]
             hi = [wilson(sum(by_doors[x]), len(by_doors[x]))[1] - y for x, y in zip(xs, ys, strict=True)]
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=planner)
+            dodge = (rank - (len(planners) - 1) / 2) * 0.06  # side by side, so the intervals stay readable
+            ax.errorbar([x + dodge for x in xs], ys, yerr=[lo, hi], marker="o", capsize=3, label=planner)
+        doors = [int(r["doors"]) for r in rows]
+        ax.set_xlim(min(doors) - 0.5, max(doors) + 0.5)
+        ax.set_xticks(range(min(doors), max(doors) + 1))
         ax.set_title(backend)
         ax.set_xlabel("doors between start and goal")
         ax.set_ylim(-0.05, 1.05)

@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
             rec, world, args.backends, robot=args.robot, control_hz=args.control_hz, tolerance=args.tolerance,
             rpe_window_s=args.rpe_window, cmd_timeout_s=args.cmd_timeout,
         )  # fmt: skip
-    except BagError as err:
+    except (ValueError, FileNotFoundError) as err:  # BagError, or a bad --robot
         return fail(str(err))
     out = args.out or Path("runs") / "sim2real" / args.bag.resolve().name
     command = "hrl-sim2real " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -139,3 +139,20 @@ def test_sim2sim_quick_prints_the_transfer_matrix_last():
             assert cell["episodes"] == 20 and lo <= cell["success_rate"] <= hi
             assert cell["path_length_ratio"] is None or cell["path_length_ratio"] >= 0.9
     assert isinstance(figures["target_met"], bool)
+
+
+def test_planners_quick_prints_json_last(tmp_path):
+    figures = run_benchmark("planners", "--quick", "--no-record", "--out", str(tmp_path / "sweep"), timeout=600)
+    assert figures["episodes"] == 8
+    assert figures["success"]["graph/apartment_long/mujoco"] == 1.0
+    assert figures["success"]["graph/apartment_long/pybullet"] == 1.0
+    assert (tmp_path / "sweep" / "report.md").is_file()
+
+
+@pytest.mark.slow
+def test_sim2real_quick_prints_json_last(tmp_path):
+    figures = run_benchmark("sim2real", "--quick", "--no-record", "--out", str(tmp_path), timeout=600)
+    runs = figures["runs"]
+    assert runs["nominal"]["task_status"] == "done"
+    assert runs["nominal"]["backends"]["mujoco"]["ate_m"] < runs["perturbed"]["backends"]["mujoco"]["ate_m"]
+    assert (tmp_path / "perturbed" / "report.md").is_file()

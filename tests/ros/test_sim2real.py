@@ -4,47 +4,14 @@ hardware. The replay in simulation must match the nominal run closely and the pe
 
 import json
 import os
-import signal
 
 import pytest
-from std_msgs.msg import String
 
+from hrl.ros.recorded_run import record_sim_run
 from hrl.sim2real import compare, main, read_bag
 from sim.world import load_world
-from tests.ros.conftest import Processes, spin_until
 
 PERTURBED = ("friction:=0.5", "motor_gain:=0.85", "mass_scale:=1.3", "latency_steps:=2")
-
-
-def record_run(tmp_path, bag, sim_params=(), task="sofa"):
-    """sim robot + policy + planner + recorder, each in its own process; one task; the bag finalised."""
-    import rclpy
-
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    processes = Processes(tmp_path)
-    rclpy.init()
-    node = rclpy.create_node(f"sim2real_test_{os.getpid()}")
-    try:
-        processes.start("hrl.ros.sim_robot_node", "map:=apartment", "start:=kitchen", *sim_params)
-        processes.start("hrl.ros.policy_node")
-        planner = processes.start("hrl.ros.planner_node", "map:=apartment", "planner:=graph")
-        recorder = processes.start("hrl.ros.recorder", f"output:={bag}")
-        status = []
-        node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
-        pub = node.create_publisher(String, "/task", 10)
-        assert spin_until(node, lambda: node.count_subscribers("/task") >= 2, 120)  # planner and recorder
-        assert spin_until(node, lambda: node.count_subscribers("/subgoal") >= 2, 60)  # policy and recorder
-        pub.publish(String(data=task))
-        assert spin_until(node, lambda: status, 150), processes.log(planner)
-        spin_until(node, lambda: False, 1.0)
-        recorder.send_signal(signal.SIGINT)
-        recorder.wait(timeout=20)
-        assert (bag / "metadata.yaml").is_file(), processes.log(recorder)
-        return status[0]
-    finally:
-        processes.stop_all()
-        node.destroy_node()
-        rclpy.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +21,8 @@ def bags(tmp_path_factory):
     os.environ["ROS_DOMAIN_ID"], os.environ["ROS_LOCALHOST_ONLY"] = str(160 + os.getpid() % 40), "1"
     try:
         status = {
-            "nominal": record_run(root / "nominal_logs", root / "nominal"),
-            "perturbed": record_run(root / "perturbed_logs", root / "perturbed", PERTURBED),
+            "nominal": record_sim_run(root / "nominal"),
+            "perturbed": record_sim_run(root / "perturbed", sim_params=PERTURBED),
         }
     finally:
         for k, v in saved.items():
