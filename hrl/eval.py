@@ -93,6 +93,7 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
         video_episode=0 if config.video_episodes > 0 else None,
         progress=config.progress_bar,
         limit=config.episodes,
+        backend=config.env.backend,
     )
     print(markdown_table([result.summary]), end="")
     return result.summary

@@ -130,3 +130,24 @@ def test_hrl_eval_rejects_bad_executor_setting(tmp_path):
         timeout=300,
     )
     assert done.returncode == 2 and "executor stuck_window must be >= 1, got 0" in done.stderr
+
+
+def test_hrl_eval_runs_a_suite_in_the_chosen_backend(tmp_path, monkeypatch):
+    """hrl-eval planner=... task=... env.backend=pybullet runs the hierarchy in PyBullet."""
+    import hrl.hierarchy_eval as hierarchy_eval
+    from hrl.eval import main
+
+    used = []
+    original = hierarchy_eval.make_suite_env
+
+    def spy(*args, **kwargs):
+        env = original(*args, **kwargs)
+        used.append(type(env.unwrapped.physics).__module__)
+        return env
+
+    monkeypatch.setattr(hierarchy_eval, "make_suite_env", spy)
+    overrides = ["planner=graph", "task=apartment_long", "episodes=1", "video_episodes=0", "progress_bar=false"]
+    main([*overrides, "env.backend=pybullet", f"hydra.run.dir={tmp_path / 'pb'}"])
+    assert used == ["sim.pybullet.physics"]
+    summary = json.loads((tmp_path / "pb" / "summary.json").read_text())
+    assert summary["success_rate"] == 1.0
