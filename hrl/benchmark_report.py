@@ -282,13 +282,19 @@ def _failures(rows: list[dict[str, Any]]) -> str:
     counts: dict[tuple[str, str], int] = defaultdict(int)
     for r in rows:
         if not r["success"]:
-            counts[(r["planner"], str(r["reason"]).split(" at ")[0])] += 1
+            counts[(r["planner"], failure_kind(str(r["reason"])))] += 1
     if not counts:
         return "None.\n"
     lines = ["| planner | reason | episodes |", "|---|---|---|"]
     for (planner, reason), n in sorted(counts.items(), key=lambda kv: (_rank(kv[0][0]), -kv[1])):
         lines.append(f"| {planner} | {reason} | {n} |")
     return "\n".join(lines) + "\n"
+
+
+def failure_kind(reason: str) -> str:
+    """A failure reason without its episode-specific details (where, which answer), for counting."""
+    kind = reason.split(" at (")[0].split("; last:")[0].split(" (replans")[0]
+    return kind.removeprefix("planner_error: ")
 
 
 def _job_config(sweep_dir: Path) -> str:

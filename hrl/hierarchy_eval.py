@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from hrl.executor import EpisodeRecord, ExecutorConfig, HierarchicalAgent
 from hrl.overlay import draw_plan
 from hrl.policy import GoalPolicy
-from hrl.tasks import TaskSuiteConfig, doors_between
+from hrl.tasks import TaskSuiteConfig, doors_between, seeded_start
 from hrl.video import write_video
 from llm_planner.planners.common import goal_point
 
@@ -115,7 +115,8 @@ def run_suite(
         for i, (start, task) in enumerate(tasks):
             if (seed, i) in skip:
                 continue
-            obs, _ = env.reset(seed=seed * 1000 + i, options={"start": start})
+            episode_start = seeded_start(env, start, seed, i, suite.start_jitter)
+            obs, _ = env.reset(seed=seed * 1000 + i, options={"start": episode_start})
             start_xy = (float(obs["achieved_goal"][0]), float(obs["achieved_goal"][1]))
             first_goal = goal_point(task.goals[0], world)
             record_this = record_video and seed == seeds[0] and i == video_episode

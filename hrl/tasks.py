@@ -9,11 +9,13 @@ executed trajectory: every goal visited within ``goal_tolerance``, in order
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from llm_planner.base import Task
 
@@ -37,6 +39,9 @@ class TaskSuiteConfig:
     goal_tolerance: float = 0.3
     max_episode_steps: int = 3000
     min_doors_apart: int | None = None
+    #: Each seed starts every task from the given pose moved by up to this many metres (in the same room,
+    #: in free space) with a random heading, so seeds are different episodes. 0: every seed identical.
+    start_jitter: float = 0.3
     episodes: list[TaskEpisodeConfig] = field(default_factory=list)
 
     def tasks(self) -> list[tuple[Any, Task]]:
@@ -47,6 +52,8 @@ class TaskSuiteConfig:
             raise ValueError(f"task suite {self.name!r} has no episodes")
         if self.goal_tolerance <= 0 or self.max_episode_steps < 1:
             raise ValueError(f"task suite {self.name!r}: goal_tolerance must be > 0 and max_episode_steps >= 1")
+        if not (isinstance(self.start_jitter, (int, float)) and 0 <= self.start_jitter < 5):
+            raise ValueError(f"task suite {self.name!r}: start_jitter must be in [0, 5) m, got {self.start_jitter!r}")
         world = load_world(self.map)
         out = []
         for i, ep in enumerate(self.episodes):
@@ -108,3 +115,22 @@ def doors_between(world: Any, a: tuple[float, float], b: tuple[float, float]) ->
         raise ValueError(f"point {a if ra is None else b} is in no room")
     path = nx.shortest_path(graph, ra.name, rb.name)
     return sum(graph.nodes[n]["kind"] == "door" for n in path)
+
+
+def seeded_start(env: Any, start: Any, seed: int, episode: int, jitter: float) -> Any:
+    """The start of ``episode`` for ``seed``: ``start`` moved by up to ``jitter`` m within its room and free
+    space, with a random heading (drawn from ``(seed, episode)``); ``start`` itself when ``jitter`` is 0."""
+
+    if jitter <= 0:
+        return start
+    u = env.unwrapped
+    pose = u.task.check_start(start)
+    rng = np.random.default_rng([seed, episode])
+    room = u.world.room_at((pose.x, pose.y))
+    yaw = float(rng.uniform(-np.pi, np.pi))
+    for _ in range(50):
+        r, a = jitter * math.sqrt(rng.random()), rng.uniform(-np.pi, np.pi)
+        xy = (pose.x + r * math.cos(a), pose.y + r * math.sin(a))
+        if u.world.is_free(xy, clearance=u.task.start_clearance) and u.world.room_at(xy) == room:
+            return (xy[0], xy[1], yaw)
+    return (pose.x, pose.y, yaw)  # no free spot nearby: the given position, the random heading
