@@ -106,7 +106,7 @@ def test_hrl_eval_cli(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "[hrl-eval]" in done.stdout and "on apartment (local goals)" in done.stdout
+    assert "[hrl-eval]" in done.stdout and "on apartment (local goals, mujoco)" in done.stdout
     assert json.loads((out / "summary.json").read_text())["episodes"] == 3
 
 
