@@ -293,7 +293,7 @@ def _failures(rows: list[dict[str, Any]]) -> str:
 
 def failure_kind(reason: str) -> str:
     """A failure reason without its episode-specific details (where, which answer), for counting."""
-    kind = reason.split(" at (")[0].split("; last:")[0].split(" (replans")[0]
+    kind = reason.split(" at ")[0].split("; last:")[0].split(" (replans")[0]
     return kind.removeprefix("planner_error: ")
 
 
