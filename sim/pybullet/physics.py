@@ -158,7 +158,11 @@ class PybulletRoverPhysics:
                 nominal_inertia * lim.max_angular_acceleration,
             ]
         )
-        self._cmd_max = np.array([lim.max_linear_velocity, lim.max_angular_velocity])
+        self._cmd_max = (lim.max_linear_velocity, lim.max_angular_velocity)
+        self._kv_f = tuple(float(v) for v in self._kv)
+        self._force_max_f = tuple(float(v) for v in self._force_max)
+        # Farther than this from every wall, the chassis cannot touch one within a control period.
+        self._contact_margin = self.robot.radius + 2.0 * lim.max_linear_velocity * self.substeps * dt + 0.05
 
     # ------------------------------------------------------------------ RoverPhysics
 
@@ -170,32 +174,44 @@ class PybulletRoverPhysics:
         self._cast_lidar()
 
     def step(self, linear: float, angular: float) -> bool:
-        c, body, joints = self.client, self.body, self._joints
+        # The drive runs in Python at every substep, so this loop is written for speed: plain floats,
+        # local names, positional arguments (pybullet parses keywords slowly).
+        c, body, joints, chassis = self.client, self.body, self._joints, self._chassis
         # A controller clamps its command to the limits; the motor gain scales what the wheels then do.
         gain = self.dynamics.motor_gain
-        v_cmd = min(max(linear, -self._cmd_max[0]), self._cmd_max[0]) * gain
-        w_cmd = min(max(angular, -self._cmd_max[1]), self._cmd_max[1]) * gain
-        kv, fmax = self._kv, self._force_max
+        v_max, w_max = self._cmd_max
+        v_cmd = (v_max if linear > v_max else -v_max if linear < -v_max else linear) * gain
+        w_cmd = (w_max if angular > w_max else -w_max if angular < -w_max else angular) * gain
+        k_fwd, k_lat, k_yaw = self._kv_f
+        f_max, lat_max, t_max = self._force_max_f
+        torque_control, step, states, control = (
+            pb.TORQUE_CONTROL,
+            pb.stepSimulation,
+            pb.getJointStates,
+            pb.setJointMotorControlArray,
+        )
+        # Contacts are only possible near a wall: far from every wall (more than a control period's
+        # travel), the per-substep contact query is skipped.
+        x, y = self._state[0], self._state[1]
+        check = self.world.wall_distance((x, y)) < self._contact_margin
         touched = False
+        yaw, vx, vy, wz = self._state[2], self._state[3], self._state[4], self._state[5]
         for _ in range(self.substeps):
-            _, _, yaw, vx, vy, wz = self._state
             cos, sin = math.cos(yaw), math.sin(yaw)
-            forward = cos * vx + sin * vy
-            lateral = -sin * vx + cos * vy
-            f_fwd = min(max(kv[0] * (v_cmd - forward), -fmax[0]), fmax[0])
-            f_lat = min(max(-kv[1] * lateral, -fmax[1]), fmax[1])
-            torque = min(max(kv[2] * (w_cmd - wz), -fmax[2]), fmax[2])
-            pb.setJointMotorControlArray(
-                body,
-                joints,
-                pb.TORQUE_CONTROL,
-                forces=[cos * f_fwd - sin * f_lat, sin * f_fwd + cos * f_lat, torque],
-                physicsClientId=c,
-            )
-            pb.stepSimulation(physicsClientId=c)
-            self._read_state()
-            if not touched and pb.getContactPoints(bodyA=body, linkIndexA=self._chassis, physicsClientId=c):
+            f = k_fwd * (v_cmd - (cos * vx + sin * vy))
+            f = f_max if f > f_max else -f_max if f < -f_max else f
+            lat = -k_lat * (cos * vy - sin * vx)
+            lat = lat_max if lat > lat_max else -lat_max if lat < -lat_max else lat
+            t = k_yaw * (w_cmd - wz)
+            t = t_max if t > t_max else -t_max if t < -t_max else t
+            forces = [cos * f - sin * lat, sin * f + cos * lat, t]
+            control(body, joints, torque_control, forces=forces, physicsClientId=c)
+            step(c)
+            (x, vx, _, _), (y, vy, _, _), (yaw, wz, _, _) = states(body, joints, c)
+            if check and not touched and pb.getContactPoints(body, -1, chassis, -1, c):
                 touched = True
+        s = self._state
+        s[0], s[1], s[2], s[3], s[4], s[5] = x, y, yaw, vx, vy, wz
         self._cast_lidar()
         return touched
 
