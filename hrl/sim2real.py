@@ -260,19 +260,17 @@ def lidar_discrepancy(rec: Recording, env: Any, max_scans: int = 200) -> tuple[f
     u = env.unwrapped
     lidar = u.robot.lidar
     idx = np.linspace(0, len(rec.scans) - 1, min(max_scans, len(rec.scans))).astype(int)
+    idx = idx[(rec.scan_t[idx] >= rec.odom_t[0]) & (rec.scan_t[idx] <= rec.odom_t[-1])]
+    poses = interpolate_odom(rec, rec.scan_t[idx])  # the robot's pose at each scan, in one pass
+    angles = np.asarray(lidar.angles())
     errors = []
-    for i in idx:
-        t = rec.scan_t[i]
-        if t < rec.odom_t[0] or t > rec.odom_t[-1]:
-            continue
-        x, y, yaw = interpolate_odom(rec, np.array([t]))[0]
+    for i, (x, y, yaw) in zip(idx, poses, strict=True):
         if not u.world.in_bounds((x, y)):
             continue
         s = rec.scans[i]
         real = adapt_scan(
-            s["ranges"], s["angle_min"], s["angle_increment"], s["range_min"], s["range_max"],
-            np.asarray(lidar.angles()), lidar.max_range,
-        )  # fmt: skip
+            s["ranges"], s["angle_min"], s["angle_increment"], s["range_min"], s["range_max"], angles, lidar.max_range
+        )
         simulated = u.observation_at(Pose2D(float(x), float(y), float(yaw)))["observation"][6:] * lidar.max_range
         errors.append(np.abs(np.asarray(real, dtype=np.float64) - simulated))
     if not errors:

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,6 +36,8 @@ def record_sim_run(
     """
     import rclpy
     from std_msgs.msg import String
+
+    from hrl.ros.runner import spin_until
 
     bag = Path(bag)
     if bag.exists():
@@ -63,23 +64,15 @@ def record_sim_run(
         node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
         pub = node.create_publisher(String, "/task", 10)
 
-        def spin_until(done, seconds: float) -> bool:  # type: ignore[no-untyped-def]
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                rclpy.spin_once(node, timeout_sec=0.05)
-                if done():
-                    return True
-            return False
-
         planner_log = lambda: (log_dir / "planner_node.log").read_text()  # noqa: E731
-        if not spin_until(lambda: node.count_subscribers("/task") >= 2, 120):  # planner and recorder
+        if not spin_until(node, lambda: node.count_subscribers("/task") >= 2, 120):  # planner and recorder
             raise RuntimeError(f"the planner node did not come up:\n{planner_log()}")
-        if not spin_until(lambda: node.count_subscribers("/subgoal") >= 2, 60):  # policy and recorder
+        if not spin_until(node, lambda: node.count_subscribers("/subgoal") >= 2, 60):  # policy and recorder
             raise RuntimeError("the policy node did not come up")
         pub.publish(String(data=task))
-        if not spin_until(lambda: status, timeout_s):
+        if not spin_until(node, lambda: status, timeout_s):
             raise RuntimeError(f"task {task!r} did not finish within {timeout_s} s:\n{planner_log()}")
-        spin_until(lambda: False, 1.0)  # the recorder hears the last messages
+        spin_until(node, lambda: False, 1.0)  # the recorder hears the last messages
         recorder.send_signal(signal.SIGINT)
         recorder.wait(timeout=20)
         if not (bag / "metadata.yaml").is_file():

@@ -47,3 +47,15 @@ def run_node(make: Callable[..., Any], argv: list[str] | None = None, **override
         node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def spin_until(node: Any, done: Callable[[], bool], timeout_s: float) -> bool:
+    """Spin ``node`` until ``done()`` is true (True) or ``timeout_s`` passes (False)."""
+    import rclpy
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        if done():
+            return True
+    return False

@@ -150,17 +150,14 @@ class PybulletRoverPhysics:
         kv_lin = self._nominal_mass / DRIVE_TIME_CONSTANT
         kv_ang = nominal_inertia / DRIVE_TIME_CONSTANT
         kv_lat = self._nominal_mass / (2.0 * dt)
-        self._kv = np.array([implicit(kv_lin, mass), implicit(kv_lat, mass), implicit(kv_ang, inertia)])
-        self._force_max = np.array(
-            [
-                self._nominal_mass * lim.max_linear_acceleration,
-                dynamics.friction * mass * GRAVITY,
-                nominal_inertia * lim.max_angular_acceleration,
-            ]
+        # Plain float tuples (forward, lateral, yaw): step() reads them at every substep.
+        self._kv = (implicit(kv_lin, mass), implicit(kv_lat, mass), implicit(kv_ang, inertia))
+        self._force_max = (
+            self._nominal_mass * lim.max_linear_acceleration,
+            dynamics.friction * mass * GRAVITY,
+            nominal_inertia * lim.max_angular_acceleration,
         )
         self._cmd_max = (lim.max_linear_velocity, lim.max_angular_velocity)
-        self._kv_f = tuple(float(v) for v in self._kv)
-        self._force_max_f = tuple(float(v) for v in self._force_max)
         # Farther than this from every wall, the chassis cannot touch one within a control period.
         self._contact_margin = self.robot.radius + 2.0 * lim.max_linear_velocity * self.substeps * dt + 0.05
 
@@ -182,8 +179,8 @@ class PybulletRoverPhysics:
         v_max, w_max = self._cmd_max
         v_cmd = (v_max if linear > v_max else -v_max if linear < -v_max else linear) * gain
         w_cmd = (w_max if angular > w_max else -w_max if angular < -w_max else angular) * gain
-        k_fwd, k_lat, k_yaw = self._kv_f
-        f_max, lat_max, t_max = self._force_max_f
+        k_fwd, k_lat, k_yaw = self._kv
+        f_max, lat_max, t_max = self._force_max
         torque_control, step, states, control = (
             pb.TORQUE_CONTROL,
             pb.stepSimulation,

@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from hrl.ros.runner import spin_until  # noqa: F401  (the tests import it from here)
 
 ROOT = Path(__file__).resolve().parents[2]
 _domains = itertools.count(100 + os.getpid() % 50)
@@ -70,14 +69,3 @@ def rclpy_node(ros_domain):
     yield node
     node.destroy_node()
     rclpy.shutdown()
-
-
-def spin_until(node: Any, done: Callable[[], bool], timeout_s: float) -> bool:
-    import rclpy
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        rclpy.spin_once(node, timeout_sec=0.05)
-        if done():
-            return True
-    return False
