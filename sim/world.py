@@ -31,6 +31,9 @@ MAPS_DIR = Path(__file__).resolve().parent / "maps"
 
 Vec2 = tuple[float, float]
 
+#: Half the diagonal of a unit grid cell: the farthest a point lies from its nearest grid node, per metre of
+#: resolution.
+_HALF_DIAGONAL = math.sqrt(2.0) / 2.0
 #: Overlap between rooms below this area (m^2) is treated as a shared edge, not an overlap.
 _AREA_TOLERANCE = 1e-6
 #: A door waypoint must lie within this distance (m) of both rooms it connects.
@@ -60,6 +63,25 @@ class Wall:
     def footprint(self) -> Polygon:
         """The wall's solid area; simulators build exactly this box."""
         return LineString([self.start, self.end]).buffer(self.thickness / 2.0, cap_style="square")
+
+
+@dataclass(frozen=True, eq=False)
+class DistanceField:
+    """Distance (m) to the nearest wall at the nodes of a grid (``values[i, j]`` at ``origin + (i, j) *
+    resolution``); see :meth:`World.distance_field`."""
+
+    origin: Vec2
+    resolution: float
+    values: np.ndarray
+
+    def lower_bound(self, x: float, y: float) -> float:
+        """A distance to the nearest wall that is never more than the true one: the value at the nearest node
+        minus that node's distance bound (the distance is 1-Lipschitz). 0 outside the grid."""
+        i = math.floor((x - self.origin[0]) / self.resolution + 0.5)
+        j = math.floor((y - self.origin[1]) / self.resolution + 0.5)
+        if not (0 <= i < self.values.shape[0] and 0 <= j < self.values.shape[1]):
+            return 0.0
+        return float(self.values[i, j]) - self.resolution * _HALF_DIAGONAL
 
 
 @dataclass(frozen=True)
@@ -166,6 +188,22 @@ class World:
     def wall_distance(self, point: Iterable[float]) -> float:
         """Distance (m) from a point to the nearest wall surface (0 inside a wall)."""
         return float(self._walls_area.distance(Point(*point)))
+
+    def distance_field(self, resolution: float = 0.05) -> DistanceField:
+        """:meth:`wall_distance` sampled on a grid over the bounds (cached per resolution): an O(1) lower
+        bound on the distance for per-step checks, where one shapely query (~20 us) is too slow."""
+        if not (isinstance(resolution, (int, float)) and math.isfinite(resolution) and resolution > 0):
+            raise ValueError(f"resolution must be a positive number of metres, got {resolution!r}")
+        cache = self.__dict__.setdefault("_distance_fields", {})
+        key = round(float(resolution), 6)
+        if key not in cache:
+            xmin, ymin, xmax, ymax = self.bounds
+            xs = xmin + key * np.arange(math.ceil((xmax - xmin) / key) + 1)
+            ys = ymin + key * np.arange(math.ceil((ymax - ymin) / key) + 1)
+            gx, gy = np.meshgrid(xs, ys, indexing="ij")
+            values = shapely.distance(self._walls_area, shapely.points(gx.ravel(), gy.ravel())).reshape(gx.shape)
+            cache[key] = DistanceField((xmin, ymin), key, values)
+        return cache[key]
 
     def is_free(self, point: Iterable[float], clearance: float = 0.0) -> bool:
         """Inside a room (or the bounds for room-less maps) and at least ``clearance`` from walls."""

@@ -2,13 +2,14 @@
 
 The rover is its URDF (a planar base: prismatic x, prismatic y, continuous yaw), walls are static boxes
 built from the map exactly as in MuJoCo (``Wall.footprint``), and the lidar is one ``rayTestBatch`` per
-control step with the robot's ray layout. The drive is the model of :mod:`sim.physics` applied as joint
-forces at every substep: forward and yaw velocity servos clamped to the motors' force limits, and a
-lateral tyre grip. The servo gains are the implicit-Euler equivalents of MuJoCo's (``implicitfast``
-integrates velocity servos implicitly), so both engines follow the same velocity response; contacts
-with walls are each engine's own.
+control step with the robot's ray layout, cast into a scene of its own that holds the same walls as one
+triangle mesh (:class:`_LidarScene`: three times cheaper than casting among the physics scene's bodies).
+The drive is the model of :mod:`sim.physics` applied as joint forces at every substep: forward and yaw
+velocity servos clamped to the motors' force limits, and a lateral tyre grip. The servo gains are the
+implicit-Euler equivalents of MuJoCo's (``implicitfast`` integrates velocity servos implicitly), so both
+engines follow the same velocity response; contacts with walls are each engine's own.
 
-Each instance owns one ``DIRECT`` (headless) physics client, so several envs coexist in a process.
+Each instance owns two ``DIRECT`` (headless) clients, physics and lidar, so several envs coexist in a process.
 """
 
 from __future__ import annotations
@@ -93,11 +94,9 @@ class PybulletRoverPhysics:
         self.dynamics = Dynamics()
         self._set_drive(self.dynamics)
 
-        lidar = robot.lidar
-        self._angles = np.asarray(lidar.angles())
-        self._max_range = lidar.max_range
-        self._lidar_z = self._base_z + lidar.height
-        self._ranges = np.full(lidar.num_rays, lidar.max_range)
+        self._lidar = _LidarScene(world, robot, self._base_z)
+        self._ranges = np.full(robot.lidar.num_rays, robot.lidar.max_range)
+        self._near_walls = world.distance_field()
         self._state = np.zeros(6)  # x, y, yaw, vx, vy, wz (world frame)
 
     # ------------------------------------------------------------------ construction
@@ -190,7 +189,7 @@ class PybulletRoverPhysics:
         # Contacts are only possible near a wall: far from every wall (more than a control period's
         # travel), the per-substep contact query is skipped.
         x, y = self._state[0], self._state[1]
-        check = self.world.wall_distance((x, y)) < self._contact_margin
+        check = self._near_walls.lower_bound(x, y) < self._contact_margin
         touched = False
         yaw, vx, vy, wz = self._state[2], self._state[3], self._state[4], self._state[5]
         for _ in range(self.substeps):
@@ -277,6 +276,7 @@ class PybulletRoverPhysics:
         if self.client is not None and pb.isConnected(self.client):
             pb.disconnect(self.client)
         self.client = None
+        self._lidar.close()
 
     # ------------------------------------------------------------------ internals
 
@@ -287,17 +287,66 @@ class PybulletRoverPhysics:
         s[3], s[4], s[5] = states[0][1], states[1][1], states[2][1]
 
     def _cast_lidar(self) -> None:
-        x, y, yaw = self._state[:3]
-        angles = yaw + self._angles
-        n = angles.shape[0]
-        start = np.empty((n, 3))
-        start[:, 0], start[:, 1], start[:, 2] = x, y, self._lidar_z
-        end = start.copy()
-        end[:, 0] += self._max_range * np.cos(angles)
-        end[:, 1] += self._max_range * np.sin(angles)
-        hits = pb.rayTestBatch(start.tolist(), end.tolist(), collisionFilterMask=_WALLS, physicsClientId=self.client)
-        fractions = np.fromiter((h[2] if h[0] >= 0 else 1.0 for h in hits), dtype=np.float64, count=n)
-        self._ranges = fractions * self._max_range
+        s = self._state
+        self._ranges = self._lidar.cast(s[0], s[1], s[2])
+
+
+class _LidarScene:
+    """The map's walls as one static triangle mesh in a DIRECT client of their own, for the lidar.
+
+    Bullet's per-ray cost grows with every broadphase body a ray passes, hit or filtered out: among the
+    physics scene's bodies (one box per wall, the robot's links, markers) a 36-ray ``rayTestBatch`` costs
+    ~3x as much as against this single mesh, and the physics step itself only takes ~10x as long. The mesh
+    is the walls' footprints (``Wall.footprint``, as the boxes) extruded to the wall height, so the rays
+    hit the same surfaces (tests/sim/test_parity.py checks the readings against rays cast among the boxes).
+    The rays are fixed in the frame of a collision-free marker body placed at the robot's pose before each
+    cast, so no ray endpoints are recomputed in Python.
+    """
+
+    def __init__(self, world: World, robot: RobotSpec, base_z: float) -> None:
+        lidar = robot.lidar
+        self.max_range = lidar.max_range
+        self.client = pb.connect(pb.DIRECT)
+        c = self.client
+        vertices, indices = _wall_mesh(world)
+        if indices:
+            shape = pb.createCollisionShape(pb.GEOM_MESH, vertices=vertices, indices=indices, physicsClientId=c)
+            pb.createMultiBody(0.0, shape, -1, [0.0, 0.0, 0.0], physicsClientId=c)
+        self._frame = pb.createMultiBody(0.0, -1, -1, [0.0, 0.0, 0.0], physicsClientId=c)
+        z = base_z + lidar.height
+        angles = lidar.angles()
+        self._from = [[0.0, 0.0, z] for _ in angles]
+        self._to = [[self.max_range * math.cos(a), self.max_range * math.sin(a), z] for a in angles]
+
+    def cast(self, x: float, y: float, yaw: float) -> np.ndarray:
+        """Ranges (m) from the robot at (x, y, yaw); ``max_range`` where a ray hits nothing."""
+        c = self.client
+        half = yaw / 2.0
+        pb.resetBasePositionAndOrientation(self._frame, (x, y, 0.0), (0.0, 0.0, math.sin(half), math.cos(half)), c)
+        hits = pb.rayTestBatch(self._from, self._to, parentObjectUniqueId=self._frame, physicsClientId=c)
+        # A miss reports hit fraction 1.0 (object id -1): max range, as in MuJoCo.
+        return np.fromiter((h[2] for h in hits), dtype=np.float64, count=len(hits)) * self.max_range
+
+    def close(self) -> None:
+        if self.client is not None and pb.isConnected(self.client):
+            pb.disconnect(self.client)
+        self.client = None
+
+
+def _wall_mesh(world: World) -> tuple[list[list[float]], list[int]]:
+    """Vertices and triangle indices of the walls' footprints extruded from the floor to the wall height."""
+    vertices: list[list[float]] = []
+    indices: list[int] = []
+    for wall in world.walls:
+        ring = list(wall.footprint().exterior.coords)[:-1]
+        n, base = len(ring), len(vertices)
+        vertices += [[x, y, 0.0] for x, y in ring] + [[x, y, world.wall_height] for x, y in ring]
+        for i in range(n):  # the sides, two triangles per edge
+            j = (i + 1) % n
+            indices += [base + i, base + j, base + n + j, base + i, base + n + j, base + n + i]
+        for k in range(1, n - 1):  # the top (a fan; the footprint is convex)
+            indices += [base + n, base + n + k, base + n + k + 1]
+    return vertices, indices
 
 
 def _yaw_quat(yaw: float) -> list[float]:

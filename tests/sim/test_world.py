@@ -84,6 +84,24 @@ def test_scene_description():
     assert "kitchen_door: kitchen <-> living_room" in text
 
 
+@pytest.mark.parametrize("map_name", ["apartment", "maze"])
+def test_distance_field_is_a_tight_lower_bound_of_the_wall_distance(map_name):
+    world = load_world(map_name)
+    field = world.distance_field(0.05)
+    assert world.distance_field(0.05) is field  # cached
+    xmin, ymin, xmax, ymax = world.bounds
+    rng = np.random.default_rng(0)
+    slack = []
+    for x, y in rng.uniform([xmin, ymin], [xmax, ymax], (2000, 2)):
+        bound, true = field.lower_bound(x, y), world.wall_distance((x, y))
+        assert bound <= true + 1e-9
+        slack.append(true - bound)
+    assert max(slack) <= 2 * 0.05 * math.sqrt(2) / 2 + 1e-9  # never looser than the grid allows
+    assert field.lower_bound(xmax + 1.0, ymin) == 0.0  # outside the grid: no claim
+    with pytest.raises(ValueError, match="resolution must be a positive number"):
+        world.distance_field(0.0)
+
+
 def test_sample_free_respects_clearance_and_radius():
     world = load_world("apartment")
     rng = np.random.default_rng(0)
