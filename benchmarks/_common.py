@@ -37,17 +37,24 @@ def rate(fn: Callable[[], Any], n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def interleaved_rates(cases: dict[str, Callable[[], Any]], n: int, rounds: int) -> dict[str, float]:
-    """Median rate of each case over ``rounds`` rounds, the cases alternating within each round.
+def interleaved_rates(cases: dict[str, Callable[[], Any]], n: int, rounds: int) -> dict[str, list[float]]:
+    """The rate of each case in each of ``rounds`` rounds, the cases alternating within each round.
 
-    Alternating puts every case under the same background load (these machines are shared and noisy),
-    so ratios between cases are trustworthy even when absolute rates drift.
+    Alternating puts every case under the same background load (these machines are shared and noisy), so
+    ratios between cases are trustworthy even when absolute rates drift: compare them round by round
+    (:func:`paired_ratio`) and quote medians.
     """
     samples: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(rounds):
         for name, fn in cases.items():
             samples[name].append(rate(fn, n))
-    return {k: statistics.median(v) for k, v in samples.items()}
+    return samples
+
+
+def paired_ratio(samples: dict[str, list[float]], case: str, reference: str) -> float:
+    """Median over rounds of ``case``'s rate divided by ``reference``'s in the same round (same load, and
+    in the throughput benchmarks the same stretch of trajectory)."""
+    return statistics.median(a / b for a, b in zip(samples[case], samples[reference], strict=True))
 
 
 def record(benchmark: str, figures: dict[str, Any], table_row: list[str], header: list[str]) -> None:

@@ -97,7 +97,7 @@ class PybulletRoverPhysics:
         self._lidar = _LidarScene(world, robot, self._base_z)
         self._ranges = np.full(robot.lidar.num_rays, robot.lidar.max_range)
         self._near_walls = world.distance_field()
-        self._state = np.zeros(6)  # x, y, yaw, vx, vy, wz (world frame)
+        self._state = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # x, y, yaw, vx, vy, wz (world frame), plain floats
 
     # ------------------------------------------------------------------ construction
 
@@ -180,20 +180,21 @@ class PybulletRoverPhysics:
         w_cmd = (w_max if angular > w_max else -w_max if angular < -w_max else angular) * gain
         k_fwd, k_lat, k_yaw = self._kv
         f_max, lat_max, t_max = self._force_max
-        torque_control, step, states, control = (
+        torque_control, step, states, control, contacts = (
             pb.TORQUE_CONTROL,
             pb.stepSimulation,
             pb.getJointStates,
             pb.setJointMotorControlArray,
+            pb.getContactPoints,
         )
+        cos_, sin_ = math.cos, math.sin
+        x, y, yaw, vx, vy, wz = self._state
         # Contacts are only possible near a wall: far from every wall (more than a control period's
         # travel), the per-substep contact query is skipped.
-        x, y = self._state[0], self._state[1]
         check = self._near_walls.lower_bound(x, y) < self._contact_margin
         touched = False
-        yaw, vx, vy, wz = self._state[2], self._state[3], self._state[4], self._state[5]
         for _ in range(self.substeps):
-            cos, sin = math.cos(yaw), math.sin(yaw)
+            cos, sin = cos_(yaw), sin_(yaw)
             f = k_fwd * (v_cmd - (cos * vx + sin * vy))
             f = f_max if f > f_max else -f_max if f < -f_max else f
             lat = -k_lat * (cos * vy - sin * vx)
@@ -204,20 +205,19 @@ class PybulletRoverPhysics:
             control(body, joints, torque_control, forces=forces, physicsClientId=c)
             step(c)
             (x, vx, _, _), (y, vy, _, _), (yaw, wz, _, _) = states(body, joints, c)
-            if check and not touched and pb.getContactPoints(body, -1, chassis, -1, c):
+            if check and not touched and contacts(body, -1, chassis, -1, c):
                 touched = True
-        s = self._state
-        s[0], s[1], s[2], s[3], s[4], s[5] = x, y, yaw, vx, vy, wz
+        self._state = (x, y, yaw, vx, vy, wz)
         self._cast_lidar()
         return touched
 
     def pose(self) -> Pose2D:
         x, y, yaw = self._state[:3]
-        return Pose2D(float(x), float(y), _wrap(float(yaw)))
+        return Pose2D(x, y, _wrap(yaw))
 
     def velocity(self) -> tuple[float, float]:
         _, _, yaw, vx, vy, wz = self._state
-        return math.cos(yaw) * vx + math.sin(yaw) * vy, float(wz)
+        return math.cos(yaw) * vx + math.sin(yaw) * vy, wz
 
     def lidar(self) -> np.ndarray:
         return self._ranges.copy()
@@ -281,10 +281,10 @@ class PybulletRoverPhysics:
     # ------------------------------------------------------------------ internals
 
     def _read_state(self) -> None:
-        states = pb.getJointStates(self.body, self._joints, physicsClientId=self.client)
-        s = self._state
-        s[0], s[1], s[2] = states[0][0], states[1][0], states[2][0]
-        s[3], s[4], s[5] = states[0][1], states[1][1], states[2][1]
+        (x, vx, _, _), (y, vy, _, _), (yaw, wz, _, _) = pb.getJointStates(
+            self.body, self._joints, physicsClientId=self.client
+        )
+        self._state = (x, y, yaw, vx, vy, wz)
 
     def _cast_lidar(self) -> None:
         s = self._state
@@ -338,7 +338,7 @@ def _wall_mesh(world: World) -> tuple[list[list[float]], list[int]]:
     vertices: list[list[float]] = []
     indices: list[int] = []
     for wall in world.walls:
-        ring = list(wall.footprint().exterior.coords)[:-1]
+        ring = list(wall.footprint().simplify(0.0).exterior.coords)[:-1]  # the 4 corners (no collinear points)
         n, base = len(ring), len(vertices)
         vertices += [[x, y, 0.0] for x, y in ring] + [[x, y, world.wall_height] for x, y in ring]
         for i in range(n):  # the sides, two triangles per edge
