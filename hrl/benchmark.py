@@ -23,7 +23,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from hrl.config import BenchmarkConfig
+from hrl.config import BenchmarkConfig, plain_wrapper_specs
 from hrl.train import CONFIG_DIR
 
 EPISODES_DIR = "episodes"
@@ -66,6 +66,8 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
     cell = cell_name(config.planner.name, suite.name, config.backend, config.seed)
     path = sweep_dir / EPISODES_DIR / f"{cell}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
+    wrappers = plain_wrapper_specs(config.wrappers)
+    _check_same_condition(sweep_dir, wrappers)
     done = {(r["seed"], r["episode"]) for r in read_rows(path)}
     n_tasks = len(suite.tasks()[: config.episodes])
     if len(done) >= n_tasks:
@@ -75,7 +77,7 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
     every = config.trajectory_every
 
     def write(row: dict[str, Any], record: Any) -> None:
-        row = dict(row, backend=config.backend, policy=config.policy)
+        row = dict(row, backend=config.backend, policy=config.policy, wrappers=wrappers)
         row["planner_latencies_s"] = [round(v, 5) for v in record.planner_latency_s]
         trajectory = record.trajectory[::every] + record.trajectory[-1:]
         row["trajectory"] = [[round(x, 2), round(y, 2)] for x, y in trajectory]
@@ -94,10 +96,22 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
         progress=config.progress_bar,
         limit=config.episodes,
         backend=config.backend,
+        wrappers=wrappers or None,
         skip=done,
         on_episode=write,
     )
     return {"cell": cell, "episodes": n_tasks, "new": len(result.rows)}
+
+
+def _check_same_condition(sweep_dir: Path, wrappers: list[Any]) -> None:
+    """Refuse to add episodes run with other wrappers to a sweep directory (its statistics would mix them)."""
+    for path in sorted((sweep_dir / EPISODES_DIR).glob("*.jsonl")):
+        for row in read_rows(path)[:1]:
+            if row.get("wrappers", []) != wrappers:
+                raise ValueError(
+                    f"{sweep_dir} holds episodes run with wrappers={row.get('wrappers', [])} ({path.name}), not "
+                    f"wrappers={wrappers}: give this condition its own name=..."
+                )
 
 
 def _drop_partial_line(path: Path) -> None:

@@ -240,6 +240,8 @@ def write_report(sweep_dir: Path, command: str | None = None) -> Path:
         f"{dt.datetime.now().strftime('%Y-%m-%d %H:%M')}, {platform.node() or 'this machine'} "
         f"({platform.machine()}, Python {platform.python_version()}); {len(rows)} episodes.",
         "",
+        f"Sim-to-real wrappers: {_wrappers(rows)}.",
+        "",
         "## Reproduce",
         "",
         "```bash",
@@ -295,6 +297,11 @@ def failure_kind(reason: str) -> str:
     """A failure reason without its episode-specific details (where, which answer), for counting."""
     kind = reason.split(" at ")[0].split("; last:")[0].split(" (replans")[0]
     return kind.removeprefix("planner_error: ")
+
+
+def _wrappers(rows: list[dict[str, Any]]) -> str:
+    specs = {json.dumps(r.get("wrappers", [])) for r in rows}
+    return "; ".join("none (the nominal simulator)" if spec == "[]" else f"`{spec}`" for spec in sorted(specs))
 
 
 def _job_config(sweep_dir: Path) -> str:

@@ -78,11 +78,20 @@ class EnvConfig:
             "collision_penalty": self.collision_penalty,
         }
         if self.wrappers:
-            kwargs["wrappers"] = [w if isinstance(w, str) else dict(w) for w in self.wrappers]
+            kwargs["wrappers"] = self.wrapper_specs()
         for name in ("lidar_rays", "lidar_fov_deg", "lidar_max_range"):
             if getattr(robot, name) is not None:
                 kwargs[name] = getattr(robot, name)
         return kwargs
+
+    def wrapper_specs(self) -> list[Any]:
+        """``wrappers`` as plain names and dicts (for ``gym.make``)."""
+        return plain_wrapper_specs(self.wrappers)
+
+
+def plain_wrapper_specs(wrappers: list[Any]) -> list[Any]:
+    """Wrapper specs as plain names and dicts (Hydra gives config nodes)."""
+    return [w if isinstance(w, str) else dict(w) for w in wrappers]
 
 
 @dataclass
@@ -308,9 +317,18 @@ class BenchmarkConfig:
     trajectory_every: int = 5  # keep every n-th pose of each episode for the thumbnails
     progress_bar: bool = False  # the job's own bar (the sweep's bar runs in the launching process)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    #: Sim-to-real wrappers for every job of the sweep (sim/wrappers.py; as env.wrappers). One condition per
+    #: sweep name: a sweep directory never mixes episodes run with different wrappers.
+    wrappers: list[Any] = field(default_factory=list)
 
     def validate(self) -> None:
         from sim.physics import BACKENDS
+        from sim.wrappers import parse_wrapper_specs
+
+        try:
+            parse_wrapper_specs(plain_wrapper_specs(self.wrappers))
+        except ValueError as err:
+            raise ValueError(f"wrappers: {err}") from None
 
         if not self.name or "/" in self.name:
             raise ValueError(f"name must be a non-empty directory name, got {self.name!r}")

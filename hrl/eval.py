@@ -94,6 +94,7 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
         progress=config.progress_bar,
         limit=config.episodes,
         backend=config.env.backend,
+        wrappers=config.env.wrapper_specs(),
     )
     print(markdown_table([result.summary]), end="")
     return result.summary

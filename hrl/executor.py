@@ -24,6 +24,7 @@ import shapely
 from llm_planner.base import Feedback, Planner, Scene, Task
 from llm_planner.plan import GroundedSubgoal, Plan, PlanError, ground
 from sim.world import Pose2D
+from sim.wrappers import set_goal
 
 PolicyFn = Callable[[dict[str, np.ndarray]], np.ndarray]
 
@@ -96,13 +97,21 @@ class SubgoalExecutor:
 
     def start(self, obs: dict[str, np.ndarray], record: bool = False) -> None:
         self.obs = obs
-        self.trajectory = [self.position]
+        self.trajectory = [self.true_position]
         self.frames = [self.env.render()] if record else None
 
     @property
     def position(self) -> tuple[float, float]:
         assert self.obs is not None  # internal: start() ran
         return (float(self.obs["achieved_goal"][0]), float(self.obs["achieved_goal"][1]))
+
+    @property
+    def true_position(self) -> tuple[float, float]:
+        """Where the robot really is. ``position`` is what it observes: the same in the nominal simulator,
+        its drifting odometry under sensor-noise wrappers. The executor decides on ``position`` (as a robot
+        would); the trajectory, path length and avoided rooms, which judge the episode, use this."""
+        pose = self.unwrapped.pose
+        return (pose.x, pose.y)
 
     @property
     def pose(self) -> Pose2D:
@@ -116,7 +125,7 @@ class SubgoalExecutor:
         """Drive to ``sub``; when stuck or pressed against a wall, back off once (a recovery behaviour,
         like a ROS navigation stack's back-up) and try again within the same step budget."""
         cfg = self.config
-        self.obs = self.unwrapped.set_goal(sub.xy)
+        self.obs = set_goal(self.env, sub.xy)  # through the env's wrappers: noise and drift stay
         self.event("subgoal_started", sub.label)
         used = 0
         recoveries = 0
@@ -156,7 +165,7 @@ class SubgoalExecutor:
         return "budget", budget
 
     def _entered_avoided(self) -> bool:
-        x, y = self.position
+        x, y = self.true_position
         for name, shape in self.avoid:
             if shapely.contains_xy(shape, x, y):
                 self.violation = name
@@ -174,7 +183,7 @@ class SubgoalExecutor:
     def _step(self, action: np.ndarray) -> dict[str, Any]:
         self.obs, _, _, _, info = self.env.step(action)
         self.steps += 1
-        here = self.position
+        here = self.true_position
         self.path_length += math.dist(here, self.trajectory[-1])
         self.trajectory.append(here)
         if self.frames is not None and self.steps % self.record_every == 0:

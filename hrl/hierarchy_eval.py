@@ -83,11 +83,13 @@ def run_suite(
     progress: bool = True,
     limit: int | None = None,
     backend: str | None = None,
+    wrappers: list[Any] | None = None,
     skip: Collection[tuple[int, int]] = (),
     on_episode: Callable[[dict[str, Any], EpisodeRecord], None] | None = None,
 ) -> SuiteResult:
     """Run every task of ``suite`` (per seed) with the planner (a registered name, or a planner object),
-    in the physics ``backend`` (default: the one the policy was trained in).
+    in the physics ``backend`` (default: the one the policy was trained in), with the sim-to-real
+    ``wrappers`` (sim/wrappers.py; default none).
 
     ``skip``: (seed, episode) pairs already done elsewhere (a resumed sweep); ``on_episode(row, record)`` is
     called after each episode (to write results as they come, so an interrupted run loses nothing).
@@ -100,7 +102,7 @@ def run_suite(
     executor = executor or ExecutorConfig(max_episode_steps=suite.max_episode_steps)
     agent = HierarchicalAgent(planner, policy, executor, goal_tolerance=suite.goal_tolerance)
     record_video = out_dir is not None and video_episode is not None
-    env = make_suite_env(policy, suite, render=record_video, backend=backend)
+    env = make_suite_env(policy, suite, render=record_video, backend=backend, wrappers=wrappers)
     world = env.unwrapped.world
     rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []

@@ -153,6 +153,10 @@ class SensorNoise(_Seeded, gym.Wrapper, gym.utils.RecordConstructorArgs):
         obs = self.noise.apply(obs, self.rng)
         return obs, reward, terminated, truncated, info | {"odometry_error": self.noise.error.tolist()}
 
+    def set_goal(self, goal: Any) -> dict[str, np.ndarray]:
+        """The env's ``set_goal`` (a new subgoal mid-episode), observed through this wrapper's noise."""
+        return self.noise.apply(set_goal(self.env, goal), self.rng)
+
 
 class ActionLatency(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Each command takes effect ``steps`` control periods after the policy sent it (zeros before)."""
@@ -274,6 +278,17 @@ class DomainRandomization(_Seeded, gym.Wrapper, gym.utils.RecordConstructorArgs)
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(self.delay(action))
         return self.noise.apply(obs, self.rng), reward, terminated, truncated, info | {"domain": dict(self.domain)}
+
+    def set_goal(self, goal: Any) -> dict[str, np.ndarray]:
+        """The env's ``set_goal`` (a new subgoal mid-episode), observed through this wrapper's lidar noise."""
+        return self.noise.apply(set_goal(self.env, goal), self.rng)
+
+
+def set_goal(env: gym.Env, goal: Any) -> dict[str, np.ndarray]:
+    """Change the goal of a (wrapped) rover env mid-episode and return the observation as the outermost
+    wrapper that changes observations sees it: ``env.unwrapped.set_goal`` would bypass their noise and drift.
+    """
+    return env.get_wrapper_attr("set_goal")(goal)
 
 
 #: Wrapper name (as written in configs) -> class.

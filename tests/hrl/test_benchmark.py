@@ -131,3 +131,23 @@ def test_report_of_an_empty_directory_is_a_clear_error(tmp_path):
         [sys.executable, "-m", "hrl.benchmark_report", str(tmp_path)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 2 and "hrl-benchmark-report: error: no episodes" in out.stderr
+
+
+def test_a_sweep_runs_through_wrappers_and_never_mixes_conditions(sweep, tmp_path):
+    """wrappers=[...] applies to every job (the episode plays out differently from the nominal sweep's), is
+    recorded with every episode and in the report, and a sweep directory refuses episodes of another
+    condition."""
+    nominal_dir, _ = sweep
+    noisy_dir = tmp_path / "noisy"
+    cell = ["planner=graph", "task=apartment_long", "backend=mujoco", "seed=0", "episodes=1"]
+    wrappers = "wrappers=[{name: sensor_noise, lidar_std: 0.03}, {name: action_latency, steps: 2}]"
+    hrl_benchmark(noisy_dir, "name=noisy", *cell, wrappers)
+    (row,) = read_rows(noisy_dir / EPISODES_DIR / "graph__apartment_long__mujoco__s0.jsonl")
+    assert row["wrappers"] == [{"name": "sensor_noise", "lidar_std": 0.03}, {"name": "action_latency", "steps": 2}]
+    nominal = read_rows(nominal_dir / EPISODES_DIR / "graph__apartment_long__mujoco__s0.jsonl")[0]
+    assert nominal["wrappers"] == [] and (row["seed"], row["episode"]) == (nominal["seed"], nominal["episode"])
+    assert row["steps"] != nominal["steps"]
+    assert "Sim-to-real wrappers: `[{" in (noisy_dir / "report.md").read_text()
+    mixed = hrl_benchmark(noisy_dir, "name=noisy", *cell[:-1], "episodes=2", check=False)
+    assert mixed.returncode != 0
+    assert "give this condition its own name" in mixed.stderr + mixed.stdout

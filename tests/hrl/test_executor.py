@@ -3,6 +3,7 @@
 import math
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from hrl.executor import ExecutorConfig, HierarchicalAgent, SubgoalExecutor, visited_in_order
@@ -159,3 +160,29 @@ def test_recovery_backs_off_and_retries(policy):
     xs = [x for x, _ in ex.trajectory]
     pressed = next(i for i, x in enumerate(xs) if x > 4.7)
     assert min(xs[pressed:]) < 4.6
+
+
+def test_subgoals_are_driven_on_the_noisy_observation(policy):
+    """With sensor-noise wrappers the executor sees odometry, as a robot would, from the first step of
+    every subgoal (it used to get the clean observation back from env.unwrapped.set_goal)."""
+    noisy = [{"name": "sensor_noise", "lidar_std": 0.02, "odom_xy_std": 0.05, "odom_yaw_std": 0.02}]
+    env = gym.make("hrl/RoverNav-v0", map="two_rooms", goal_mode="anywhere", max_steps=10_000, wrappers=noisy)
+    obs, _ = env.reset(seed=0, options={"start": (1.0, 1.0, 0.0)})
+    seen = []  # (what the policy got, the clean observation at that moment)
+
+    def recording(o):
+        seen.append((o["observation"].copy(), env.unwrapped._observe()["observation"]))
+        return policy(o)
+
+    ex = SubgoalExecutor(env, recording)
+    ex.start(obs)
+    assert ex.run_subgoal(GroundedSubgoal(2.5, 2.0, 0.3, 150, "first")).reached
+    switch = len(seen)
+    ex.run_subgoal(GroundedSubgoal(1.5, 3.5, 0.3, 5, "second"))
+    got, clean = seen[switch]
+    assert not np.allclose(got[6:], clean[6:])  # noisy lidar at the subgoal switch
+    assert not np.allclose(got[:2], clean[:2])  # and the drifted odometry pose
+    # The episode is judged on where the robot really went, not on where it believes it is.
+    true = env.unwrapped.pose
+    assert ex.trajectory[-1] == (true.x, true.y)
+    assert math.dist(ex.position, ex.trajectory[-1]) > 1e-3

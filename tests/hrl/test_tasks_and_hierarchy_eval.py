@@ -151,3 +151,31 @@ def test_hrl_eval_runs_a_suite_in_the_chosen_backend(tmp_path, monkeypatch):
     assert used == ["sim.pybullet.physics"]
     summary = json.loads((tmp_path / "pb" / "summary.json").read_text())
     assert summary["success_rate"] == 1.0
+
+
+def test_hrl_eval_runs_a_suite_through_the_sim_to_real_wrappers(tmp_path, monkeypatch):
+    """env/wrappers=... applies to the hierarchy too (it was silently ignored): the env the suite runs in
+    carries them, and the episode plays out differently."""
+    import hrl.hierarchy_eval as hierarchy_eval
+    from hrl.eval import main
+
+    stacks = []
+    original = hierarchy_eval.make_suite_env
+
+    def spy(*args, **kwargs):
+        env = original(*args, **kwargs)
+        stack, e = [], env
+        while e is not e.unwrapped:
+            stack.append(type(e).__name__)
+            e = e.env
+        stacks.append(stack)
+        return env
+
+    monkeypatch.setattr(hierarchy_eval, "make_suite_env", spy)
+    overrides = ["planner=graph", "task=apartment_long", "episodes=1", "video_episodes=0", "progress_bar=false"]
+    main([*overrides, f"hydra.run.dir={tmp_path / 'clean'}"])
+    main([*overrides, "env/wrappers=noise_latency", f"hydra.run.dir={tmp_path / 'noisy'}"])
+    assert "SensorNoise" not in stacks[0]
+    assert {"SensorNoise", "ActionLatency"} <= set(stacks[1])
+    clean, noisy = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("clean", "noisy"))
+    assert clean["mean_steps"] != noisy["mean_steps"]

@@ -200,3 +200,34 @@ def _chain(env):
             out.append(env)
         env = env.env
     return out
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        {"name": "sensor_noise", "lidar_std": 0.05, "odom_xy_std": 0.1, "odom_yaw_std": 0.05},
+        {"name": "domain_randomization", "lidar_std": 0.05, "latency_steps": 0},
+    ],
+)
+def test_set_goal_mid_episode_is_observed_through_the_wrappers(wrapper):
+    """A new subgoal (the hierarchy's set_goal) returns the observation the policy would get from a step:
+    still noisy, still drifted; env.unwrapped.set_goal would hand it the clean truth."""
+    from sim.wrappers import set_goal
+
+    env = make([wrapper, "action_latency"])  # set_goal is found through wrappers that do not define it
+    env.reset(seed=2, options={"start": (1.0, 3.0, 0.0), "goal": (4.0, 3.0)})
+    for _ in range(30):
+        obs, _, _, _, info = env.step(np.array([1.0, 0.2]))
+    obs = set_goal(env, (2.0, 4.0))
+    clean = env.unwrapped._observe()
+    np.testing.assert_array_equal(obs["desired_goal"], np.float32([2.0, 4.0]))
+    assert env.unwrapped.goal.tolist() == [2.0, 4.0]
+    noise = ranges(obs, env) - ranges(clean, env)
+    assert 0.02 < noise.std() < 0.1  # the lidar noise is there
+    if "odometry_error" in info:
+        error = np.array(info["odometry_error"])
+        assert np.linalg.norm(error[:2]) > 0.005  # drifted by now, and the drift carries over
+        np.testing.assert_allclose(obs["achieved_goal"], clean["achieved_goal"] + error[:2], atol=1e-5)
+    plain = make(None)
+    plain.reset(seed=0, options={"start": START})
+    np.testing.assert_array_equal(set_goal(plain, (2.0, 4.0))["observation"], plain.unwrapped._observe()["observation"])
