@@ -43,6 +43,7 @@ class SoRBPlanner:
         occlusion_check: bool = True,
         seed: int = 0,
         goal_tolerance: float = 0.3,
+        node_margin: float = 0.25,
     ) -> None:
         if n_nodes < 2 or collect_steps < n_nodes:
             raise ValueError(f"need n_nodes >= 2 and collect_steps >= n_nodes, got {n_nodes}, {collect_steps}")
@@ -65,7 +66,13 @@ class SoRBPlanner:
 
         robot_radius = load_robot(self.policy.robot_config.name).radius
         self.clearance = robot_radius + 0.05
-        self.node_clearance = robot_radius + 0.25
+        # Waypoints must leave room to turn: a node's own scan must show this much free space all around.
+        if not (isinstance(node_margin, (int, float)) and 0.0 <= node_margin < self.lidar.max_range - robot_radius):
+            raise ValueError(
+                f"node_margin must be a distance in metres in [0, {self.lidar.max_range - robot_radius:g}) (the lidar "
+                f"must be able to see it), got {node_margin!r}"
+            )
+        self.node_clearance = robot_radius + float(node_margin)
         self._graphs: dict[str, tuple[nx.DiGraph, np.ndarray, Any]] = {}
 
     # ------------------------------------------------------------------ graph
@@ -91,9 +98,12 @@ class SoRBPlanner:
         states = np.asarray(self._collect_states(env, world, rng))
         # waypoints must leave room to pass: keep states whose own scan shows clearance around them
         clear = states[:, 6:].min(axis=1) * self.lidar.max_range >= self.node_clearance
-        if clear.sum() >= self.n_nodes:
-            states = states[clear]
-        nodes = _farthest_points(states, self.n_nodes, rng)
+        if clear.sum() < 2:
+            raise PlanError(
+                f"sorb: only {int(clear.sum())} of {len(states)} visited states in {world.name!r} have "
+                f"{self.node_clearance:.2f} m free all around; lower node_margin"
+            )
+        nodes = _farthest_points(states[clear], self.n_nodes, rng)
         dist = self.distances(nodes, nodes[:, :2])
         graph = nx.DiGraph()
         for i in range(len(nodes)):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from llm_planner.base import PLANNERS, Feedback, Scene, Task, make_planner
-from llm_planner.plan import Plan, ground
+from llm_planner.plan import Plan, PlanError, ground
 from sim.world import Pose2D, load_world
 
 CHEAP: dict = {}
@@ -127,3 +127,25 @@ def test_sorb_graph_respects_cutoff_and_finds_path(planners):
     plan = planner.plan(Task("x", ("charging_dock",)), Scene(world, Pose2D(1.0, 1.0, 0.0)))
     points = [s.xy for s in ground(plan, world)]
     assert len(points) >= 2 and points[-1] == (9.2, 0.8)
+
+
+def test_sorb_nodes_keep_the_node_margin_free_around_them(planners):
+    """Waypoints are visited states whose own scan shows robot radius + node_margin free all around; a margin
+    no visited state satisfies is a clear error, not a silent fallback to nodes pressed against walls."""
+    world = load_world("two_rooms")
+    default = planners["sorb"]
+    _, nodes, _ = default.build_graph(world)
+    lidar = default.lidar
+    free = nodes[:, 6:].min(axis=1) * lidar.max_range
+    assert free.min() >= default.node_clearance - 1e-6
+    small = {"collect_steps": 2000, "n_nodes": 100}
+    wide = make_planner("sorb", **small, node_margin=0.5)
+    _, wide_nodes, _ = wide.build_graph(world)
+    assert (wide_nodes[:, 6:].min(axis=1) * lidar.max_range).min() >= wide.node_clearance - 1e-6 > free.min()
+    impossible = make_planner("sorb", **small, node_margin=2.5)  # rooms are 5 m wide
+    with pytest.raises(PlanError, match="lower node_margin"):
+        impossible.build_graph(world)
+    with pytest.raises(ValueError, match="node_margin must be a distance"):
+        make_planner("sorb", node_margin=-0.1)
+    with pytest.raises(ValueError, match="the lidar must be able to see it"):
+        make_planner("sorb", node_margin=5.0)
