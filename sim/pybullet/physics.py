@@ -273,10 +273,14 @@ class PybulletRoverPhysics:
         return self._view.world_to_pixel(x, y)
 
     def close(self) -> None:
-        if self.client is not None and pb.isConnected(self.client):
-            pb.disconnect(self.client)
+        _disconnect(getattr(self, "client", None))
         self.client = None
-        self._lidar.close()
+        if getattr(self, "_lidar", None) is not None:
+            self._lidar.close()
+
+    def __del__(self) -> None:
+        # An env dropped without close() would otherwise keep its Bullet worlds (~50 MB) until the process ends.
+        self.close()
 
     # ------------------------------------------------------------------ internals
 
@@ -328,9 +332,16 @@ class _LidarScene:
         return np.fromiter((h[2] for h in hits), dtype=np.float64, count=len(hits)) * self.max_range
 
     def close(self) -> None:
-        if self.client is not None and pb.isConnected(self.client):
-            pb.disconnect(self.client)
+        _disconnect(getattr(self, "client", None))
         self.client = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _disconnect(client: int | None) -> None:
+    if client is not None and pb.isConnected(client):
+        pb.disconnect(client)
 
 
 def _wall_mesh(world: World) -> tuple[list[list[float]], list[int]]:

@@ -184,3 +184,22 @@ def test_pybullet_without_urdf_is_a_clear_error():
 def test_bad_dynamics_named():
     with pytest.raises(ValueError, match=r"Dynamics.mass_scale must be a positive number, got -1"):
         Dynamics(mass_scale=-1)
+
+
+def test_pybullet_env_dropped_without_close_frees_its_bullet_worlds():
+    """Each PyBullet env holds two Bullet clients (~50 MB): garbage collection disconnects them, like
+    close() does (MuJoCo's models are freed with the env too)."""
+    import gc
+
+    import pybullet as pb
+
+    env = gym.make("hrl/RoverNav-v0", map="open", backend="pybullet")
+    physics = env.unwrapped.physics
+    clients = [physics.client, physics._lidar.client]
+    assert all(pb.isConnected(c) for c in clients)
+    del env, physics
+    gc.collect()
+    assert not any(pb.isConnected(c) for c in clients)
+    closed = gym.make("hrl/RoverNav-v0", map="open", backend="pybullet")
+    closed.close()
+    closed.close()  # twice is harmless
