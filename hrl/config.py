@@ -78,15 +78,11 @@ class EnvConfig:
             "collision_penalty": self.collision_penalty,
         }
         if self.wrappers:
-            kwargs["wrappers"] = self.wrapper_specs()
+            kwargs["wrappers"] = plain_wrapper_specs(self.wrappers)
         for name in ("lidar_rays", "lidar_fov_deg", "lidar_max_range"):
             if getattr(robot, name) is not None:
                 kwargs[name] = getattr(robot, name)
         return kwargs
-
-    def wrapper_specs(self) -> list[Any]:
-        """``wrappers`` as plain names and dicts (for ``gym.make``)."""
-        return plain_wrapper_specs(self.wrappers)
 
 
 def plain_wrapper_specs(wrappers: list[Any]) -> list[Any]:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hrl.config import EvalRunConfig
+from hrl.config import EvalRunConfig, plain_wrapper_specs
 from hrl.train import CONFIG_DIR, register_schemas
 
 
@@ -94,7 +94,7 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
         progress=config.progress_bar,
         limit=config.episodes,
         backend=config.env.backend,
-        wrappers=config.env.wrapper_specs(),
+        wrappers=plain_wrapper_specs(config.env.wrappers),
     )
     print(markdown_table([result.summary]), end="")
     return result.summary

@@ -47,6 +47,17 @@ class _Seeded:
             self.rng = np.random.default_rng()
 
 
+class _Noisy(_Seeded):
+    """Wrappers that pass observations through a :class:`_Noise` (``self.noise``): a new goal set mid-episode
+    is observed through it too."""
+
+    noise: _Noise
+
+    def set_goal(self, goal: Any) -> dict[str, np.ndarray]:
+        """The env's ``set_goal`` (a new subgoal mid-episode), observed through this wrapper's noise."""
+        return self.noise.apply(set_goal(self.env, goal), self.rng)  # type: ignore[attr-defined]
+
+
 class _Noise:
     """Lidar noise, dropout and odometry drift applied to one observation dict (shared by the wrappers)."""
 
@@ -117,7 +128,7 @@ class _DelayLine:
         return self.queue.popleft()
 
 
-class SensorNoise(_Seeded, gym.Wrapper, gym.utils.RecordConstructorArgs):
+class SensorNoise(_Noisy, gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Gaussian lidar noise (``lidar_std``, m), ray dropout (probability per ray and step; a dropped ray
     reads max range), and odometry drift: a random-walk error on the observed pose whose standard deviation
     grows by ``odom_xy_std`` m per metre driven and ``odom_yaw_std`` rad per radian turned or metre driven.
@@ -152,10 +163,6 @@ class SensorNoise(_Seeded, gym.Wrapper, gym.utils.RecordConstructorArgs):
         obs, reward, terminated, truncated, info = self.env.step(action)
         obs = self.noise.apply(obs, self.rng)
         return obs, reward, terminated, truncated, info | {"odometry_error": self.noise.error.tolist()}
-
-    def set_goal(self, goal: Any) -> dict[str, np.ndarray]:
-        """The env's ``set_goal`` (a new subgoal mid-episode), observed through this wrapper's noise."""
-        return self.noise.apply(set_goal(self.env, goal), self.rng)
 
 
 class ActionLatency(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -210,7 +217,7 @@ class ActionRateLimit(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return self.env.step(self.previous.copy())
 
 
-class DomainRandomization(_Seeded, gym.Wrapper, gym.utils.RecordConstructorArgs):
+class DomainRandomization(_Noisy, gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Per-episode physical and sensor parameters, each drawn uniformly from ``[low, high]`` (or fixed
     when given one number) at every reset:
 
@@ -278,10 +285,6 @@ class DomainRandomization(_Seeded, gym.Wrapper, gym.utils.RecordConstructorArgs)
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(self.delay(action))
         return self.noise.apply(obs, self.rng), reward, terminated, truncated, info | {"domain": dict(self.domain)}
-
-    def set_goal(self, goal: Any) -> dict[str, np.ndarray]:
-        """The env's ``set_goal`` (a new subgoal mid-episode), observed through this wrapper's lidar noise."""
-        return self.noise.apply(set_goal(self.env, goal), self.rng)
 
 
 def set_goal(env: gym.Env, goal: Any) -> dict[str, np.ndarray]:

@@ -300,7 +300,7 @@ class _LidarScene:
 
     Bullet's per-ray cost grows with every broadphase body a ray passes, hit or filtered out: among the
     physics scene's bodies (one box per wall, the robot's links, markers) a 36-ray ``rayTestBatch`` costs
-    ~3x as much as against this single mesh, and the physics step itself only takes ~10x as long. The mesh
+    ~3x as much as against this single mesh, about as much as a whole control step's physics. The mesh
     is the walls' footprints (``Wall.footprint``, as the boxes) extruded to the wall height, so the rays
     hit the same surfaces (tests/sim/test_parity.py checks the readings against rays cast among the boxes).
     The rays are fixed in the frame of a collision-free marker body placed at the robot's pose before each
