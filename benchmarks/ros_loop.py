@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import emit, record
 from hrl import DEFAULT_POLICY
+from hrl.ros.domains import acquire_domain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,8 +135,8 @@ def main() -> None:
     seconds = 10.0 if args.quick else args.seconds
     inf50, inf99 = inference_ms()
     results = {}
-    for k, rate in enumerate((20.0, 50.0)):
-        results[f"{rate:.0f}hz"] = r = run_rate(rate, seconds, domain=180 + k + os.getpid() % 40)
+    for rate in (20.0, 50.0):
+        results[f"{rate:.0f}hz"] = r = run_rate(rate, seconds, domain=acquire_domain().id)
         print(
             f"{rate:.0f} Hz: /odom -> /cmd_vel p50 {r['latency_p50_ms']:.2f} ms, p99 {r['latency_p99_ms']:.2f} ms, "
             f"max {r['latency_max_ms']:.2f} ms; missed {r['missed_cycles']} of {r['odom_sent']}",

@@ -32,10 +32,13 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/sim2real"))
     args = parser.parse_args()
-    os.environ.setdefault("ROS_DOMAIN_ID", str(190 + os.getpid() % 30))
+    from hrl.ros.domains import acquire_domain
+    from hrl.ros.recorded_run import record_sim_run
+
+    if "ROS_DOMAIN_ID" not in os.environ:  # one no other run on the machine uses (held until this process ends)
+        os.environ["ROS_DOMAIN_ID"] = str(acquire_domain().id)
     os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 
-    from hrl.ros.recorded_run import record_sim_run
     from hrl.sim2real import compare, read_bag, write_outputs
     from sim.world import load_world
 

@@ -2,28 +2,42 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hrl.ros.domains import acquire_domain
 from hrl.ros.runner import spin_until  # noqa: F401  (the tests import it from here)
 
 ROOT = Path(__file__).resolve().parents[2]
-_domains = itertools.count(100 + os.getpid() % 50)
+
+
+@contextlib.contextmanager
+def own_domain() -> Iterator[str]:
+    """A ROS domain of its own (``hrl.ros.domains``: never shared with another test of this run or with
+    another process on the machine) in ``ROS_DOMAIN_ID``, localhost only; the environment restored after."""
+    domain = acquire_domain()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ROS_DOMAIN_ID", str(domain.id))
+        mp.setenv("ROS_LOCALHOST_ONLY", "1")
+        try:
+            yield str(domain.id)
+        finally:
+            domain.release()
 
 
 @pytest.fixture
-def ros_domain(monkeypatch):
+def ros_domain():
     """A ROS domain of its own, so tests (and other runs on the machine) never hear each other."""
-    domain = str(next(_domains))
-    monkeypatch.setenv("ROS_DOMAIN_ID", domain)
-    monkeypatch.setenv("ROS_LOCALHOST_ONLY", "1")
-    return domain
+    with own_domain() as domain:
+        yield domain
 
 
 class Processes:

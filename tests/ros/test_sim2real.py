@@ -3,13 +3,13 @@ perturbed one (lower friction, weaker motors, heavier, two periods of command la
 hardware. The replay in simulation must match the nominal run closely and the perturbed one less well."""
 
 import json
-import os
 
 import pytest
 
 from hrl.ros.recorded_run import record_sim_run
 from hrl.sim2real import compare, main, read_bag
 from sim.world import load_world
+from tests.ros.conftest import own_domain
 
 PERTURBED = ("friction:=0.5", "motor_gain:=0.85", "mass_scale:=1.3", "latency_steps:=2")
 
@@ -17,19 +17,10 @@ PERTURBED = ("friction:=0.5", "motor_gain:=0.85", "mass_scale:=1.3", "latency_st
 @pytest.fixture(scope="module")
 def bags(tmp_path_factory):
     root = tmp_path_factory.mktemp("sim2real")
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_LOCALHOST_ONLY")}
-    os.environ["ROS_DOMAIN_ID"], os.environ["ROS_LOCALHOST_ONLY"] = str(160 + os.getpid() % 40), "1"
-    try:
-        status = {
-            "nominal": record_sim_run(root / "nominal"),
-            "perturbed": record_sim_run(root / "perturbed", sim_params=PERTURBED),
-        }
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    status = {}
+    for name, params in (("nominal", ()), ("perturbed", PERTURBED)):
+        with own_domain():  # each run on a domain of its own: no late message of one reaches the other
+            status[name] = record_sim_run(root / name, sim_params=params)
     return root, status
 
 
