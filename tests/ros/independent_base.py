@@ -1,7 +1,8 @@
 """A mobile base that is not this project's: nothing but rclpy and standard messages, its own unicycle
 kinematics and its own lidar (270 rays over 270 degrees, 5 m, ``inf`` when nothing is hit) in a 6 x 6 m
 room. ``/base_mode`` (std_msgs/String) switches faults on: ``stale`` stops /odom and /scan, ``nan``
-publishes NaN poses, ``normal`` restores. Run: python tests/ros/independent_base.py x y yaw
+publishes NaN poses, ``bad_scan`` scans with a zero angle increment, ``normal`` restores.
+Run: python tests/ros/independent_base.py x y yaw
 """
 
 import contextlib
@@ -69,9 +70,10 @@ class Base(Node):
         scan = LaserScan()
         scan.header.frame_id = "laser"
         scan.angle_min, scan.angle_max = -FOV / 2, FOV / 2
-        scan.angle_increment = FOV / (RAYS - 1)
+        inc = FOV / (RAYS - 1)
+        scan.angle_increment = 0.0 if self.mode == "bad_scan" else inc
         scan.range_min, scan.range_max = 0.1, RANGE_MAX
-        scan.ranges = [self.ray(self.yaw - FOV / 2 + k * scan.angle_increment) for k in range(RAYS)]
+        scan.ranges = [self.ray(self.yaw - FOV / 2 + k * inc) for k in range(RAYS)]
         self.scan.publish(scan)
 
 

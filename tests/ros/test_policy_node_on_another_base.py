@@ -1,7 +1,9 @@
 """policy_node driving a base it was never trained on (tests/ros/independent_base.py), over DDS:
-reaches a subgoal; stale sensors, a NaN pose and the e-stop stop it; commands never exceed the limits;
+reaches a subgoal; stale sensors, a NaN pose, bad scan geometry, a NaN subgoal and the e-stop stop it (zero
+commands, not silence); commands never exceed the limits;
 shutdown publishes a final zero; bad parameters stop the node with a clear message."""
 
+import math
 import signal
 import subprocess
 import sys
@@ -17,6 +19,16 @@ from tests.ros.conftest import ROOT, spin_until
 def recent(cmds, seconds):
     now = time.monotonic()
     return [c for t, *c in cmds if now - t <= seconds]
+
+
+def stopped(cmds, seconds=0.5):
+    """A stop is commands that are zero, not silence: at least 5 in the window, every one of them zero."""
+    window = recent(cmds, seconds)
+    return len(window) >= 5 and all(c == [0.0, 0.0] for c in window)
+
+
+def moving(cmds):
+    return any(abs(v) > 0.05 for v, _ in recent(cmds, 0.2))
 
 
 def test_policy_node_on_an_independent_base(processes, rclpy_node):
@@ -44,27 +56,34 @@ def test_policy_node_on_an_independent_base(processes, rclpy_node):
     assert status[0] == "reached 4.000 3.500"
 
     send_goal(1.5, 4.5)  # a long way: the faults below happen while it drives
-    assert spin_until(node, lambda: any(abs(v) > 0.05 for v, _ in recent(cmds, 0.3)), 10)
-    for fault in ("stale", "nan"):
+    assert spin_until(node, lambda: moving(cmds), 10)
+    for fault in ("stale", "nan", "bad_scan"):
         mode.publish(String(data=fault))
-        spin_until(node, lambda: False, 1.2)
-        assert recent(cmds, 0.5) and all(c == [0.0, 0.0] for c in recent(cmds, 0.5)), fault
+        assert spin_until(node, lambda: stopped(cmds), 5), fault
         mode.publish(String(data="normal"))
-        assert spin_until(node, lambda: any(abs(v) > 0.05 for v, _ in recent(cmds, 0.2)), 5), fault
+        assert spin_until(node, lambda: moving(cmds), 5), fault
+    bad = PoseStamped()
+    bad.header.frame_id = "odom"
+    bad.pose.position.x = math.nan
+    goal_pub.publish(bad)  # a NaN subgoal: stop until a usable one arrives
+    assert spin_until(node, lambda: stopped(cmds), 5), "NaN subgoal"
+    send_goal(1.5, 4.5)
+    assert spin_until(node, lambda: moving(cmds), 5), "a usable subgoal again"
     estop.publish(Bool(data=True))
+    assert spin_until(node, lambda: stopped(cmds), 5), "e-stop"
     spin_until(node, lambda: False, 1.0)
-    assert all(c == [0.0, 0.0] for c in recent(cmds, 0.5)), "e-stop"
-    spin_until(node, lambda: False, 0.5)
-    assert all(c == [0.0, 0.0] for c in recent(cmds, 0.4)), "the e-stop stays latched"
+    assert stopped(cmds, 1.0), "the e-stop stays latched"
     estop.publish(Bool(data=False))
-    assert spin_until(node, lambda: any(abs(v) > 0.05 for v, _ in recent(cmds, 0.2)), 5), "released"
+    assert spin_until(node, lambda: moving(cmds), 5), "released"
     assert all(abs(v) <= 0.5 + 1e-9 and abs(w) <= 1.5 + 1e-9 for _, v, w in cmds)
 
     policy.send_signal(signal.SIGTERM)
     policy.wait(timeout=10)
     spin_until(node, lambda: False, 0.5)
     assert cmds[-1][1:] == (0.0, 0.0), "shutdown publishes a final zero"
-    assert "e-stop latched" in processes.log(policy) and "/odom: non-finite value" in processes.log(policy)
+    text = processes.log(policy)
+    assert "e-stop latched" in text and "/odom: non-finite value" in text and "non-finite subgoal (nan" in text
+    assert "/scan: angle_increment is 0" in text
 
 
 @pytest.mark.parametrize(
