@@ -30,11 +30,11 @@ import yaml
 from hrl import DEFAULT_POLICY
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = ROOT / "configs"
+#: node name -> (its module, its rclpy Node class there)
 NODES = {
-    "sim_robot_node": "hrl.ros.sim_robot_node",
-    "policy_node": "hrl.ros.policy_node",
-    "planner_node": "hrl.ros.planner_node",
+    "sim_robot_node": ("hrl.ros.sim_robot_node", "SimRobotNode"),
+    "policy_node": ("hrl.ros.policy_node", "PolicyNode"),
+    "planner_node": ("hrl.ros.planner_node", "PlannerNode"),
 }
 GRAPHS = {"sim": ["sim_robot_node", "policy_node", "planner_node"], "real": ["policy_node", "planner_node"]}
 # top-level keys of the deploy config and the node parameters they set (like the launch arguments)
@@ -86,7 +86,7 @@ def node_parameters(config: DeployConfig, node: str) -> dict[str, Any]:
         if node in nodes:
             values[key] = getattr(config, key)
     values.update(config.overrides.get(node) or {})
-    params = importlib.import_module(NODES[node]).PARAMS
+    params = importlib.import_module(NODES[node][0]).PARAMS
     return validate(params, values)
 
 
@@ -102,18 +102,23 @@ def run(config: DeployConfig, out_dir: Path) -> int:
     def on_signal(*_: Any) -> None:
         stop["now"] = True
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    if config.processes == "several":
-        return _several(graph, out_dir, config.duration_s, stop)
-    return _one(graph, config.duration_s, stop)
+    # Ctrl-C / SIGTERM end the loop, then the nodes stop cleanly; the caller's handlers come back after
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if config.processes == "several":
+            return _several(graph, out_dir, config.duration_s, stop)
+        return _one(graph, config.duration_s, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _several(graph: dict[str, dict], out_dir: Path, duration: float | None, stop: dict) -> int:
     procs = []
     for node in graph:
         log = open(out_dir / f"{node}.log", "w")  # noqa: SIM115 (open as long as the node runs)
-        cmd = [sys.executable, "-m", NODES[node], "--ros-args", "--params-file", str(out_dir / f"{node}.params.yaml")]
+        params_file = str(out_dir / f"{node}.params.yaml")
+        cmd = [sys.executable, "-m", NODES[node][0], "--ros-args", "--params-file", params_file]
         procs.append((node, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)))
     t0 = time.monotonic()
     code = 0
@@ -141,7 +146,7 @@ def _one(graph: dict[str, dict], duration: float | None, stop: dict) -> int:
     from rclpy.signals import SignalHandlerOptions
 
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # ours: stop the loop, then stop the nodes
-    nodes = [importlib.import_module(NODES[n]).make_node(**values) for n, values in graph.items()]
+    nodes = [getattr(importlib.import_module(NODES[n][0]), NODES[n][1])(**values) for n, values in graph.items()]
     executor = SingleThreadedExecutor()
     for node in nodes:
         executor.add_node(node)
@@ -181,10 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     import hydra
     from hydra.core.config_store import ConfigStore
 
+    ConfigStore.instance().store(name="deploy_schema", node=DeployConfig)
+    saved = sys.argv  # Hydra reads its overrides from sys.argv only: set it for the call, then give it back
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
-    ConfigStore.instance().store(name="deploy_schema", node=DeployConfig)
-    hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="deploy")(_task)()
+    try:
+        hydra.main(version_base=None, config_path=str(ROOT / "configs"), config_name="deploy")(_task)()
+    finally:
+        sys.argv = saved
     return 0
 
 

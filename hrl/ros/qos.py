@@ -106,12 +106,15 @@ def _warner(node: Any, side: str, topic: str, profile_name: str, param: str) -> 
     return warn
 
 
-def subscribe(node: Any, msg_type: Any, topic: str, callback: Callable, profile_name: str, param: str) -> Any:
-    """``node.create_subscription`` with the named profile and a warning for incompatible publishers."""
+def subscribe(
+    node: Any, msg_type: Any, topic: str, callback: Callable, profile_name: str, param: str, **kwargs: Any
+) -> Any:
+    """``node.create_subscription`` with the named profile and a warning for incompatible publishers
+    (``kwargs``: more of its arguments, e.g. ``raw=True``)."""
     from rclpy.event_handler import SubscriptionEventCallbacks
 
     events = SubscriptionEventCallbacks(incompatible_qos=_warner(node, "subscription", topic, profile_name, param))
-    return node.create_subscription(msg_type, topic, callback, profile(profile_name), event_callbacks=events)
+    return node.create_subscription(msg_type, topic, callback, profile(profile_name), event_callbacks=events, **kwargs)
 
 
 def advertise(node: Any, msg_type: Any, topic: str, profile_name: str, param: str) -> Any:

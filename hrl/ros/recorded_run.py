@@ -37,6 +37,7 @@ def record_sim_run(
     import rclpy
     from std_msgs.msg import String
 
+    from hrl.ros.planner_node import is_final
     from hrl.ros.runner import spin_until
 
     bag = Path(bag)
@@ -70,14 +71,15 @@ def record_sim_run(
         if not spin_until(node, lambda: node.count_subscribers("/subgoal") >= 2, 60):  # policy and recorder
             raise RuntimeError("the policy node did not come up")
         pub.publish(String(data=task))
-        if not spin_until(node, lambda: status, timeout_s):
+        final = lambda: [s for s in status if is_final(s)]  # noqa: E731 (not the 'planning' reports)
+        if not spin_until(node, final, timeout_s):
             raise RuntimeError(f"task {task!r} did not finish within {timeout_s} s:\n{planner_log()}")
         spin_until(node, lambda: False, 1.0)  # the recorder hears the last messages
         recorder.send_signal(signal.SIGINT)
         recorder.wait(timeout=20)
         if not (bag / "metadata.yaml").is_file():
             raise RuntimeError(f"the recorder did not finalise {bag}:\n{(log_dir / 'recorder.log').read_text()}")
-        return status[0]
+        return final()[0]
     finally:
         for proc, _ in procs:
             if proc.poll() is None:

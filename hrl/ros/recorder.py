@@ -4,15 +4,26 @@
 (no rosbag2 there). It subscribes to each topic in raw (serialised CDR) form and writes the bytes
 unchanged, with the receive time as the timestamp, so ``ros2 bag play``, ``rosbags`` and the sim-to-real
 tools read the bag like any other. The bag is finalised (metadata.yaml written) on Ctrl-C / SIGTERM.
+
+Sensor streams (``sensor_msgs/*``, odometry) are subscribed with ``sensor_qos`` (default ``sensor_data``,
+best effort: it hears reliable and best-effort drivers alike, REP 2003), the other topics with ``qos``
+(default ``reliable``: commands, plans and statuses are not to be lost).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hrl.ros.params import Param, ParameterError, non_empty
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from hrl.ros import qos
+from hrl.ros.params import Param, ParameterError, declare, non_empty
 
 #: topic -> (ROS message type) recorded by default: what the sim-to-real comparison reads
 DEFAULT_TOPICS = {
@@ -41,6 +52,8 @@ PARAMS = [
     Param("output", "", "bag directory to create (must not exist); empty: runs/bags/<time>", lambda v: None),
     Param("topics", ",".join(DEFAULT_TOPICS), "comma-separated /topic[:pkg/msg/Type] to record", _topics),
     Param("storage", "sqlite3", "rosbag2 storage: sqlite3 or mcap", non_empty),
+    qos.qos_param("sensor_qos", "sensor_data", "sensor topics in (sensor_msgs/*, nav_msgs/Odometry)"),
+    qos.qos_param("qos", "reliable", "the other topics in"),
 ]
 
 
@@ -56,62 +69,63 @@ def parse_topics(text: str) -> dict[str, str]:
     return out
 
 
-def make_node(**overrides: Any) -> Any:
-    import importlib
-    import time
+def is_sensor_stream(msgtype: str) -> bool:
+    """Whether a topic of this type is a sensor stream (subscribed with ``sensor_qos``): sensor_msgs and
+    odometry, what drivers publish as fast as they measure."""
+    return msgtype.startswith("sensor_msgs/") or msgtype == "nav_msgs/msg/Odometry"
 
-    from rclpy.node import Node
-    from rclpy.parameter import Parameter
-    from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
 
-    from hrl.ros.params import declare
+class Recorder(Node):
+    """Writes every message of the chosen topics, serialised, to a rosbag2 directory; ``overrides`` are
+    parameter values."""
 
-    class Recorder(Node):
-        def __init__(self) -> None:
-            super().__init__("bag_recorder", parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
-            p = declare(self, PARAMS)
-            path = Path(p["output"] or Path("runs") / "bags" / time.strftime("%Y-%m-%d_%H-%M-%S"))
-            if path.exists():
-                raise ParameterError(f"parameter 'output' = {str(path)!r} exists; rosbag2 needs a new directory")
-            storages = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
-            if p["storage"] not in storages:
-                raise ParameterError(f"parameter 'storage' = {p['storage']!r} must be sqlite3 or mcap")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.path = path
-            typestore = get_typestore(Stores.LATEST)
-            self.writer = Writer(path, version=9, storage_plugin=storages[p["storage"]])
-            self.writer.open()
-            self.count = 0
-            for topic_name, msgtype in parse_topics(p["topics"]).items():
-                pkg, _, name = msgtype.split("/")
-                cls = getattr(importlib.import_module(f"{pkg}.msg"), name)
-                conn = self.writer.add_connection(topic_name, msgtype, typestore=typestore)
-                self.create_subscription(cls, topic_name, self._writer_for(conn), 50, raw=True)
-            self.get_logger().info(f"recording {', '.join(parse_topics(p['topics']))} to {path}")
+    def __init__(self, **overrides: Any) -> None:
+        super().__init__("bag_recorder", parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.typesys import Stores, get_typestore
 
-        def _writer_for(self, conn: Any) -> Any:
-            def write(data: bytes) -> None:
-                if self.writer is None:  # stopped: the bag is closed
-                    return
-                self.writer.write(conn, self.get_clock().now().nanoseconds, data)
-                self.count += 1
+        p = declare(self, PARAMS)
+        path = Path(p["output"] or Path("runs") / "bags" / time.strftime("%Y-%m-%d_%H-%M-%S"))
+        if path.exists():
+            raise ParameterError(f"parameter 'output' = {str(path)!r} exists; rosbag2 needs a new directory")
+        storages = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
+        if p["storage"] not in storages:
+            raise ParameterError(f"parameter 'storage' = {p['storage']!r} must be sqlite3 or mcap")
+        topics = parse_topics(p["topics"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        typestore = get_typestore(Stores.LATEST)
+        self.writer: Any = Writer(path, version=9, storage_plugin=storages[p["storage"]])
+        self.writer.open()
+        self.count = 0  # all the node keeps: the messages go to the bag as they come
+        for topic_name, msgtype in topics.items():
+            pkg, _, name = msgtype.split("/")
+            cls = getattr(importlib.import_module(f"{pkg}.msg"), name)
+            conn = self.writer.add_connection(topic_name, msgtype, typestore=typestore)
+            param = "sensor_qos" if is_sensor_stream(msgtype) else "qos"
+            qos.subscribe(self, cls, topic_name, self._writer_for(conn), p[param], param, raw=True)
+        self.get_logger().info(f"recording {', '.join(topics)} to {path}")
 
-            return write
+    def _writer_for(self, conn: Any) -> Callable[[bytes], None]:
+        def write(data: bytes) -> None:
+            if self.writer is None:  # stopped: the bag is closed
+                return
+            self.writer.write(conn, self.get_clock().now().nanoseconds, data)
+            self.count += 1
 
-        def stop(self) -> None:
-            if self.writer is not None:
-                self.writer.close()
-                self.get_logger().info(f"wrote {self.count} messages to {self.path}")
-                self.writer = None
+        return write
 
-    return Recorder()
+    def stop(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.get_logger().info(f"wrote {self.count} messages to {self.path}")
+            self.writer = None
 
 
 def main(argv: list[str] | None = None) -> int:
     from hrl.ros.runner import run_node
 
-    return run_node(make_node, argv)
+    return run_node(Recorder, argv)
 
 
 if __name__ == "__main__":

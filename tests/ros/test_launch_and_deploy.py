@@ -3,16 +3,21 @@ which starts the same node graph from the same params files."""
 
 import ast
 import importlib
+import math
+import signal
 import subprocess
 import sys
 import tomllib
 
 import pytest
 import yaml
+from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from std_msgs.msg import String
 
 from hrl.deploy import NODES, DeployConfig, node_parameters
+from hrl.deploy import main as deploy_main
+from hrl.ros.planner_node import is_final
 from tests.ros.conftest import ROOT, spin_until
 
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
@@ -85,14 +90,23 @@ def test_deploy_parameters_merge_and_validate():
     assert set(NODES) == {"sim_robot_node", "policy_node", "planner_node"}
 
 
+def start_deploy(out, *overrides):
+    return subprocess.Popen(
+        [sys.executable, "-m", "hrl.deploy", *overrides, "duration_s=180", f"hydra.run.dir={out}"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def stop_deploy(proc):
+    """Ctrl-C, as a person would; its output."""
+    proc.send_signal(signal.SIGINT)
+    return proc.communicate(timeout=60)[0]
+
+
 @pytest.mark.parametrize("processes", ["one", "several"])
 def test_hrl_deploy_runs_a_task_on_the_simulated_rover(tmp_path, ros_domain, rclpy_node, processes):
     out = tmp_path / "deploy"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hrl.deploy", f"processes={processes}", "map=apartment", "start=kitchen",
-         "duration_s=120", f"hydra.run.dir={out}"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    proc = start_deploy(out, f"processes={processes}", "map=apartment", "start=kitchen")
     node = rclpy_node
     status, odom = [], []
     node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
@@ -102,13 +116,57 @@ def test_hrl_deploy_runs_a_task_on_the_simulated_rover(tmp_path, ros_domain, rcl
         assert spin_until(node, lambda: odom and node.count_subscribers("/task") > 0, 120)
         assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 60)
         pub.publish(String(data="fridge"))
-        assert spin_until(node, lambda: status, 90)
-        assert status[0] == "done"
+        assert spin_until(node, lambda: any(map(is_final, status)), 90)
+        assert [s for s in status if is_final(s)] == ["done"] and status[0] == "planning: fridge"
     finally:
-        proc.send_signal(subprocess.signal.SIGINT)
-        output = proc.communicate(timeout=60)[0]
+        output = stop_deploy(proc)
     assert proc.returncode == 0, output
     assert (out / "policy_node.params.yaml").is_file() and "[hrl-deploy] sim" in output
+
+
+def test_hrl_deploy_graph_real_drives_a_stand_in_base(tmp_path, processes, rclpy_node):
+    """graph=real: the policy and planner nodes only, on a base that is not this project's
+    (tests/ros/independent_base.py, its own 6 x 6 m room = the 'open' map): a task ends with the base at the
+    goal, and Ctrl-C leaves it with a zero command."""
+    log = processes.tmp / "base.log"
+    base = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests/ros/independent_base.py"), "1.5", "1.5", "0.0"],
+        cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    processes.procs.append((base, log))
+    out = tmp_path / "deploy"
+    proc = start_deploy(out, "graph=real", "map=open")
+    node = rclpy_node
+    status, odom, cmds = [], [], []
+    node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
+    node.create_subscription(Odometry, "/odom", lambda m: odom.append(m.pose.pose.position), 10)
+    node.create_subscription(Twist, "/cmd_vel", lambda m: cmds.append((m.linear.x, m.angular.z)), 50)
+    pub = node.create_publisher(String, "/task", 10)
+    try:
+        assert spin_until(node, lambda: odom and node.count_subscribers("/task") and cmds, 120)
+        pub.publish(String(data="center"))
+        assert spin_until(node, lambda: any(map(is_final, status)), 90), (
+            status,
+            (out / "planner_node.log").read_text(),
+        )
+        assert [s for s in status if is_final(s)] == ["done"]
+        assert math.dist((odom[-1].x, odom[-1].y), (3.0, 3.0)) <= 0.35  # the center mark, on the base's odometry
+    finally:
+        output = stop_deploy(proc)
+    assert proc.returncode == 0, output
+    assert (
+        "[hrl-deploy] real: policy_node, planner_node" in output and not (out / "sim_robot_node.params.yaml").exists()
+    )
+    n = len(cmds)
+    spin_until(node, lambda: False, 0.5)
+    assert len(cmds) >= n and cmds[-1] == (0.0, 0.0)  # the policy node's last word
+
+
+def test_hrl_deploy_main_leaves_sys_argv_as_it_was(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["pytest", "-q"])
+    with pytest.raises(SystemExit) as exited:
+        deploy_main(["graph=moon", f"hydra.run.dir={tmp_path}"])
+    assert exited.value.code == 2 and sys.argv == ["pytest", "-q"]
 
 
 def test_hrl_deploy_rejects_bad_settings(tmp_path):

@@ -7,6 +7,7 @@ from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry, Path
 from std_msgs.msg import String
 
+from hrl.ros.planner_node import is_final
 from tests.ros.conftest import spin_until
 
 
@@ -60,9 +61,13 @@ class Graph:
             assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 30)
 
     def run(self, text, timeout_s):
+        """Send a task; its final /task_status (after the 'planning' reports)."""
         self.task.publish(String(data=text))
-        assert spin_until(self.node, lambda: self.status, timeout_s), self.processes.log(self.planner)
-        return self.status[0]
+        assert spin_until(self.node, self.final, timeout_s), self.processes.log(self.planner)
+        return self.final()[0]
+
+    def final(self):
+        return [s for s in self.status if is_final(s)]
 
     def at(self, xy, within):
         p = self.odom[-1].pose.pose.position

@@ -1,0 +1,116 @@
+"""The planner node in its own process over real DDS, fed by this test: a goal on /goal_pose, odometry
+from a best-effort publisher (a typical base driver), and a slow planner (an LLM over HTTP that takes
+seconds) that must not block the node: it keeps reporting, and a new task cancels the old one."""
+
+import math
+
+import pytest
+import yaml
+from geometry_msgs.msg import PoseStamped
+from nav_msgs.msg import Odometry, Path
+from std_msgs.msg import String
+
+from hrl.ros.qos import profile
+from sim.world import load_world
+from tests.llm_planner.servers import ScriptedServer
+from tests.ros.conftest import spin_until
+
+WORLD = load_world("apartment")
+KITCHEN = WORLD.starts["kitchen"]
+SOFA = WORLD.resolve("sofa").position
+
+
+class PlannerView:
+    """This test's side of the planner node: best-effort /odom at the kitchen start (10 Hz), a publisher
+    for /task and /goal_pose, and what comes back on /plan, /subgoal and /task_status."""
+
+    def __init__(self, processes, node, *params):
+        self.proc = processes.start("hrl.ros.planner_node", "map:=apartment", *params)
+        self.processes, self.node = processes, node
+        self.plans, self.subgoals, self.status = [], [], []
+        node.create_subscription(Path, "/plan", self.plans.append, 10)
+        node.create_subscription(PoseStamped, "/subgoal", self.subgoals.append, 10)
+        node.create_subscription(String, "/task_status", lambda m: self.status.append(m.data), 10)
+        odom_pub = node.create_publisher(Odometry, "/odom", profile("sensor_data"))  # best effort
+        odom = Odometry()
+        odom.header.frame_id = "odom"
+        odom.pose.pose.position.x, odom.pose.pose.position.y = KITCHEN.x, KITCHEN.y
+        odom.pose.pose.orientation.w = 1.0
+        node.create_timer(0.1, lambda: odom_pub.publish(odom))
+        self.task = node.create_publisher(String, "/task", 10)
+        self.goal = node.create_publisher(PoseStamped, "/goal_pose", 10)
+        assert spin_until(
+            node, lambda: node.count_subscribers("/task") and node.count_subscribers("/goal_pose"), 120
+        ), self.log()
+
+    def log(self):
+        return self.processes.log(self.proc)
+
+    def wait(self, condition, timeout_s):
+        assert spin_until(self.node, condition, timeout_s), (self.status, self.log())
+
+
+def goal_pose(x, y, frame="odom"):
+    msg = PoseStamped()
+    msg.header.frame_id = frame
+    msg.pose.position.x, msg.pose.position.y = x, y
+    msg.pose.orientation.w = 1.0
+    return msg
+
+
+def xy(pose_stamped):
+    return pose_stamped.pose.position.x, pose_stamped.pose.position.y
+
+
+def test_a_goal_pose_becomes_a_plan_and_its_first_subgoal(processes, rclpy_node):
+    """RViz's goal tool: a PoseStamped on /goal_pose, planned from the odometry of a best-effort publisher."""
+    view = PlannerView(processes, rclpy_node, "planner:=graph")
+    view.goal.publish(goal_pose(*SOFA))
+    view.wait(lambda: view.plans and view.subgoals, 30)
+    plan = [xy(p) for p in view.plans[0].poses]
+    assert view.plans[0].header.frame_id == "odom" and len(plan) >= 3  # through the doors
+    assert math.dist(plan[-1], SOFA) < 1e-6
+    assert math.dist(xy(view.subgoals[0]), plan[0]) < 1e-6 and view.subgoals[0].header.frame_id == "odom"
+    assert view.status[0] == "planning: go to (8.00, 7.20)"
+    # a goal in another frame is refused by name (and ends the task it replaces)
+    view.goal.publish(goal_pose(1.0, 1.0, frame="base_link"))
+    view.wait(lambda: any(s.startswith("failed:") for s in view.status), 10)
+    assert view.status[-2:] == [
+        "cancelled: go to (8.00, 7.20): superseded by go to (1.00, 1.00)",
+        "failed: goal (1.0, 1.0) in frame 'base_link' not usable: send a finite goal in 'odom'",
+    ]
+
+
+@pytest.fixture
+def slow_llm(tmp_path):
+    """An OpenAI-compatible server whose first answer takes 8 s (the fridge), the next comes at once (the
+    sofa), and planner parameters pointing llm_goals at it."""
+    script = [("hang", 8.0), ("answer", '{"targets": ["sofa"], "avoid": []}')]
+    with ScriptedServer(script) as server:
+        params = tmp_path / "llm.yaml"
+        backend = {"base_url": server.url, "model": "scripted", "timeout_s": 30.0, "max_retries": 0}
+        params.write_text(
+            yaml.safe_dump({"reading": "names", "cache": False, "backend": "openai", "backend_params": backend})
+        )
+        yield server, params
+
+
+def test_a_slow_planner_does_not_block_the_node_and_a_new_task_cancels_the_old(processes, rclpy_node, slow_llm):
+    server, params = slow_llm
+    view = PlannerView(processes, rclpy_node, "planner:=llm_goals", f"planner_params_file:={params}")
+    view.task.publish(String(data="Go to the fridge."))
+    # while the model takes its time the node keeps reporting: 'planning' at the start and every second
+    view.wait(lambda: view.status.count("planning: Go to the fridge.") == 1 and len(view.status) >= 3, 8)
+    assert view.status[1].startswith("planning: Go to the fridge. (") and len(server.requests) == 1
+    # ... and keeps hearing tasks: the new one cancels the old at once, before the first answer is in
+    view.task.publish(String(data="Go to the sofa."))
+    view.wait(lambda: "planning: Go to the sofa." in view.status, 3)
+    assert "cancelled: Go to the fridge.: superseded by Go to the sofa." in view.status
+    assert len(server.requests) == 1 and not view.plans  # the fridge's answer is still pending
+    # the fridge's plan is discarded when it arrives; the sofa's is the one published
+    view.wait(lambda: view.plans, 40)
+    spin_until(rclpy_node, lambda: False, 1.0)  # anything else that would come
+    assert len(view.plans) == 1 and math.dist(xy(view.plans[0].poses[-1]), SOFA) < 1e-6, view.log()
+    assert len(server.requests) == 2
+    assert "plan for the superseded task 'Go to the fridge.' discarded" in view.log()
+    assert not [s for s in view.status if s.startswith(("failed", "done"))]  # the sofa task runs on
