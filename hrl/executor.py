@@ -89,11 +89,7 @@ class SubgoalExecutor:
     def set_avoid(self, world: Any, rooms: tuple[str, ...], margin: float = 0.1) -> None:
         """Rooms the robot must not enter: entering one (its centre ``margin`` inside the room's walls)
         ends the subgoal with reason ``entered_avoided_room``."""
-        self.avoid = []
-        for name in rooms:
-            shape = world.room(name).shape.buffer(-margin)
-            shapely.prepare(shape)
-            self.avoid.append((name, shape))
+        self.avoid = avoid_regions(world, rooms, margin)
 
     def start(self, obs: dict[str, np.ndarray], record: bool = False) -> None:
         self.obs = obs
@@ -165,12 +161,10 @@ class SubgoalExecutor:
         return "budget", budget
 
     def _entered_avoided(self) -> bool:
-        x, y = self.true_position
-        for name, shape in self.avoid:
-            if shapely.contains_xy(shape, x, y):
-                self.violation = name
-                return True
-        return False
+        room = entered_room(self.avoid, self.true_position)
+        if room is not None:
+            self.violation = room
+        return room is not None
 
     def _back_off(self, steps: int) -> int:
         """Reverse straight away from what the robot pressed into (the policy never learnt to)."""
@@ -352,6 +346,25 @@ def _goal_xy(goal: Any, world: Any) -> tuple[float, float]:
     from llm_planner.planners.common import goal_point
 
     return goal_point(goal, world)
+
+
+def avoid_regions(world: Any, rooms: tuple[str, ...], margin: float = 0.1) -> list[tuple[str, Any]]:
+    """(room name, room polygon shrunk by ``margin``) per room to avoid: the robot has entered a room when
+    its centre is inside that polygon (part of the task's success check, with :func:`visited_in_order`)."""
+    regions = []
+    for name in rooms:
+        shape = world.room(name).shape.buffer(-margin)
+        shapely.prepare(shape)
+        regions.append((name, shape))
+    return regions
+
+
+def entered_room(regions: list[tuple[str, Any]], xy: tuple[float, float]) -> str | None:
+    """The avoided room (of :func:`avoid_regions`) that the point ``xy`` is in, or None."""
+    for name, shape in regions:
+        if shapely.contains_xy(shape, xy[0], xy[1]):
+            return name
+    return None
 
 
 def visited_in_order(trajectory: list[tuple[float, float]], goals: list[tuple[float, float]], tolerance: float) -> int:
