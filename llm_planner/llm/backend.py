@@ -21,6 +21,22 @@ class LLMError(RuntimeError):
     """The backend could not produce an answer (server down, HTTP error, timeout, model failed to load)."""
 
 
+def check_messages(messages: list[Message]) -> None:
+    """LLMError unless every message's content is text that UTF-8 can carry: a lone surrogate (bytes decoded
+    with ``surrogateescape``) would fail deep in the tokenizer or the HTTP client with an unrelated error."""
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            raise LLMError(f"message {i} must be a mapping with text 'content', got {message!r:.80}")
+        try:
+            content.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise LLMError(
+                f"message {i} ({message.get('role')}) is not valid text: U+{ord(content[err.start]):04X} at "
+                f"character {err.start} cannot be encoded as UTF-8 (was the input decoded as UTF-8?)"
+            ) from None
+
+
 @dataclass(frozen=True)
 class Completion:
     text: str

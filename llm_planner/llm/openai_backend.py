@@ -6,8 +6,11 @@ variable named by ``api_key_env`` when the backend is built; the key itself neve
 log, an error message or a run directory. ``response_format`` picks how the answer's JSON schema is sent:
 
 * ``json_schema``: OpenAI structured outputs (``{"type": "json_schema", "json_schema": {...}}``); vLLM,
-  Ollama and hosted APIs;
-* ``json_object``: ``{"type": "json_object", "schema": ...}``, llama.cpp's server (grammar from the schema);
+  Ollama, hosted APIs and llama.cpp's own ``llama-server``. llama-cpp-python's server
+  (``python -m llama_cpp.server``) refuses it (its request model allows only ``text`` and ``json_object``):
+  that refusal is an LLMError that says to use ``json_object``; the backend never switches by itself;
+* ``json_object``: ``{"type": "json_object", "schema": ...}``, llama-cpp-python's server (grammar from the
+  schema);
 * ``none``: no constraint; the answer is still parsed and validated, and re-asked when invalid.
 """
 
@@ -17,7 +20,7 @@ import os
 import time
 from typing import Any
 
-from llm_planner.llm.backend import Completion, LLMError, Message
+from llm_planner.llm.backend import Completion, LLMError, Message, check_messages
 
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 
@@ -77,6 +80,7 @@ class OpenAIBackend:
         max_tokens: int = 128,
         seed: int = 0,
     ) -> Completion:
+        check_messages(messages)
         kwargs: dict[str, Any] = {}
         if schema is not None and self.response_format == "json_schema":
             kwargs["response_format"] = {
@@ -116,6 +120,12 @@ class OpenAIBackend:
             what = f"no answer within timeout_s={self.timeout_s} s"
         elif isinstance(err, o.APIConnectionError):
             what = "cannot connect (is the server running? check base_url)"
+        elif isinstance(err, o.APIStatusError) and self._refuses_json_schema(str(err)):
+            what = (
+                f"the server does not accept response_format json_schema (HTTP {err.status_code}: "
+                f"{_short(str(err))}); llama-cpp-python's server takes only json_object: set "
+                "response_format: json_object (planner.backend.params.response_format=json_object)"
+            )
         elif isinstance(err, o.APIStatusError):
             what = f"HTTP {err.status_code}: {_short(str(err))}"
         else:
@@ -123,6 +133,14 @@ class OpenAIBackend:
         message = f"OpenAI-compatible server {self.base_url} (model {self.model!r}): {what} {tries}"
         return message.replace(self._secret, "***") if self._secret else message
 
+    def _refuses_json_schema(self, error: str) -> bool:
+        """A server that validates ``response_format.type`` against an older list (llama-cpp-python's answers
+        HTTP 500 "Input should be 'text' or 'json_object'") rejects every request in json_schema mode."""
+        return self.response_format == "json_schema" and all(
+            k in error for k in ("response_format", "json_object", "json_schema")
+        )
+
 
 def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())  # one line: servers put tracebacks in their error bodies
     return text if len(text) <= limit else text[:limit] + "..."

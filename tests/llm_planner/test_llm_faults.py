@@ -3,7 +3,7 @@ re-prompts, bounded retries, timeouts, malformed answers, a server that is down,
 and the executor stopping an episode safely when the planner fails."""
 
 import json
-import os
+import re
 
 import gymnasium as gym
 import pytest
@@ -64,13 +64,22 @@ def test_invalid_answer_is_sent_back_with_the_error_then_accepted(world):
     assert "jacuzzi" in retry[-1]["content"] and "not a landmark or room" in retry[-1]["content"]
 
 
-def test_unknown_names_forever_give_a_clear_error_after_bounded_attempts(world):
-    with ScriptedServer([("answer", '{"targets": ["../../etc/passwd"], "avoid": []}')]) as server:
-        p = planner(server.url, max_attempts=3)
-        with pytest.raises(PlanError, match=r"no valid answer .* in 3 attempts.*not a landmark or room"):
+def test_a_path_as_an_answer_is_refused_as_an_unknown_name_after_bounded_attempts(world, tmp_path, monkeypatch):
+    """A model that answers with a path gets it back as "not a landmark or room", three times, then a clear
+    error: the answer is looked up in the map, never on disk (the file it names exists here, so a planner that
+    opened it would not refuse it)."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "passwd").write_text("fridge\n")
+    monkeypatch.chdir(tmp_path / "etc")
+    refusal = "'../etc/passwd' is not a landmark or room of map 'apartment'"
+    with ScriptedServer([("answer", '{"targets": ["../etc/passwd"], "avoid": []}')]) as server:
+        p = planner(server.url, max_attempts=3, cache_dir=str(tmp_path / "cache"))
+        with pytest.raises(PlanError, match=rf"no valid answer .* in 3 attempts; last: {re.escape(refusal)}"):
             p.plan(Task("Go to the fridge.", ("fridge",)), scene(world))
     assert len(server.requests) == 3
-    assert not (set(os.listdir(".")) & {"etc", "passwd"})  # model output is never used as a path
+    assert all(refusal in r["body"]["messages"][-1]["content"] for r in server.requests[1:])  # sent back each time
+    assert [c["valid"] for c in p.calls] == [False] * 3 and all(refusal in c["error"] for c in p.calls)
+    assert all(len(f.stem) == 64 for f in (tmp_path / "cache").iterdir())  # cache files are named by a hash
 
 
 @pytest.mark.parametrize(

@@ -51,17 +51,26 @@ def test_embedded_model_plans_a_short_task(backend, world):
     assert planner.last_usage["tokens"] > 0 and planner.last_usage["llm_calls"] >= 1
 
 
-def test_embedded_route_mode_answers_a_checked_route_or_a_bounded_error(backend, world):
-    """The 135M model often gets whole routes wrong: every answer is checked against the map, sent back
-    with the error, and after max_attempts the planner gives up with that error (never a bad route)."""
-    planner = LLMPlanner(mode="llm_route", backend=backend, max_attempts=2, cache=False)
-    try:
-        plan = planner.plan(Task("Go to the fridge.", ("fridge",)), Scene(world, world.starts["kitchen"]))
-    except PlanError as err:
-        assert "in 2 attempts" in str(err)
-        assert len(planner.calls) == 2 and all(c["error"] for c in planner.calls)
-    else:
-        assert ground(plan, world) and plan.subgoals[-1].target.name == "fridge"
+def test_embedded_route_mode_gives_up_with_the_error_after_max_attempts(backend, world):
+    """An answer cut off at 4 tokens is never a whole route: each attempt is refused and sent back, and after
+    max_attempts the planner gives up with that error (never a partial route)."""
+    planner = LLMPlanner(mode="llm_route", backend=backend, max_attempts=2, max_tokens=4, n_examples=0, cache=False)
+    with pytest.raises(PlanError, match=r"llm_route: no valid answer .* in 2 attempts; last: the answer is not valid"):
+        planner.plan(Task("Go to the fridge.", ("fridge",)), Scene(world, world.starts["kitchen"]))
+    assert len(planner.calls) == 2 and not any(c["valid"] for c in planner.calls)
+    assert all("not valid JSON" in c["error"] for c in planner.calls)
+
+
+def test_embedded_route_mode_plans_the_route_it_answers(backend):
+    """In a one-room map every route the grammar allows is valid, so the model's first answer is accepted and
+    becomes the plan: the route's places, in order, each grounded."""
+    world = load_world("open")
+    planner = LLMPlanner(mode="llm_route", backend=backend, max_attempts=1, n_examples=0, cache=False)
+    plan = planner.plan(Task("Go to the corner.", ("corner_mark",)), Scene(world, world.starts["center"]))
+    route = planner.last_answer.route
+    assert len(planner.calls) == 1 and planner.calls[0]["valid"] and route
+    assert [s.target.name for s in plan.subgoals if s.target.kind != "point"] == route
+    assert len(ground(plan, world)) == len(plan.subgoals)
 
 
 def test_embedded_model_is_deterministic_when_greedy(backend, world):
@@ -70,13 +79,27 @@ def test_embedded_model_is_deterministic_when_greedy(backend, world):
     assert a == b
 
 
-def test_bad_model_path_is_a_clear_error(tmp_path):
-    with pytest.raises(LLMError, match=r"not a \.gguf file"):
-        make_backend("llama_cpp", model_path=str(tmp_path / "missing.gguf"))
-    junk = tmp_path / "junk.gguf"
-    junk.write_bytes(b"not a model")
-    with pytest.raises(LLMError, match="could not load"):
-        make_backend("llama_cpp", model_path=str(junk))
+def test_a_gguf_path_that_is_not_a_model_is_a_clear_error_naming_it(tmp_path):
+    """Missing, a directory, empty, text, and a real GGUF cut short: each an LLMError naming the path and what
+    is wrong, never a crash of llama.cpp."""
+    real = default_model_path().read_bytes()
+    cases = {
+        "missing.gguf": (None, r"is not a \.gguf file"),
+        "folder.gguf": ("dir", "is a directory"),
+        "empty.gguf": (b"", r"is an empty file \(0 bytes\)"),
+        "notes.gguf": (b"not a model\n", r"is not a GGUF model: it starts with b'not '"),
+        "half.gguf": (real[: len(real) // 2], rf"could not load .*truncated .*{len(real) // 2} bytes"),
+        "header.gguf": (real[:4096], "could not load .*truncated"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        if content == "dir":
+            path.mkdir()
+        elif content is not None:
+            path.write_bytes(content)
+        with pytest.raises(LLMError, match=message) as err:
+            make_backend("llama_cpp", model_path=str(path))
+        assert str(path) in str(err.value)
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +108,23 @@ def llama_server():
     yield url
     proc.terminate()
     proc.wait(timeout=30)
+
+
+def test_openai_backend_default_json_schema_mode_is_refused_by_llama_cpp_server_with_the_fix(llama_server, world):
+    """llama-cpp-python's server accepts response_format json_object only (its request model lists 'text' and
+    'json_object'); the default json_schema mode gets a clear error saying to switch, never a silent switch."""
+    planner = LLMPlanner(
+        mode="llm_goals",
+        reading="names",
+        backend="openai",
+        backend_params={"base_url": llama_server, "model": "smollm2"},
+    )
+    assert planner.backend.response_format == "json_schema"  # the default
+    with pytest.raises(
+        LLMError, match=r"does not accept response_format json_schema .*set response_format: json_object"
+    ):
+        planner.plan(Task("Go to the fridge.", ("fridge",)), Scene(world, world.starts["kitchen"]))
+    assert planner.last_answer is None and "json_object" in planner.calls[-1]["error"]
 
 
 def test_openai_backend_plans_with_a_real_llama_cpp_server(llama_server, world):
