@@ -8,15 +8,11 @@ own process, one task, the bag finalised. The input of ``hrl-sim2real`` when no 
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def record_sim_run(
@@ -38,57 +34,39 @@ def record_sim_run(
     from std_msgs.msg import String
 
     from hrl.ros.planner_node import is_final
-    from hrl.ros.runner import spin_until
+    from hrl.ros.runner import NodeProcesses, spin_until
 
     bag = Path(bag)
     if bag.exists():
         raise FileExistsError(f"{bag} exists; rosbag2 needs a new directory")
-    log_dir = Path(log_dir or bag.parent / f"{bag.name}_logs")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    procs: list[tuple[subprocess.Popen, Path]] = []
-
-    def start_node(module: str, *params: str) -> subprocess.Popen:
-        log = log_dir / f"{module.rsplit('.', 1)[-1]}.log"
-        args = [sys.executable, "-m", module, "--ros-args", *itertools.chain(*(("-p", p) for p in params))]
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT)  # noqa: SIM115
-        procs.append((proc, log))
-        return proc
-
+    nodes = NodeProcesses(Path(log_dir or bag.parent / f"{bag.name}_logs"))
     rclpy.init()
     node = rclpy.create_node(f"recorded_run_{os.getpid()}")
     try:
-        start_node("hrl.ros.sim_robot_node", f"map:={map_name}", f"start:={start}", *sim_params)
-        start_node("hrl.ros.policy_node")
-        start_node("hrl.ros.planner_node", f"map:={map_name}", "planner:=graph")
-        recorder = start_node("hrl.ros.recorder", f"output:={bag}")
+        nodes.start("hrl.ros.sim_robot_node", f"map:={map_name}", f"start:={start}", *sim_params)
+        policy = nodes.start("hrl.ros.policy_node")
+        planner = nodes.start("hrl.ros.planner_node", f"map:={map_name}", "planner:=graph")
+        recorder = nodes.start("hrl.ros.recorder", f"output:={bag}")
         status: list[str] = []
         node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
         pub = node.create_publisher(String, "/task", 10)
 
-        planner_log = lambda: (log_dir / "planner_node.log").read_text()  # noqa: E731
         if not spin_until(node, lambda: node.count_subscribers("/task") >= 2, 120):  # planner and recorder
-            raise RuntimeError(f"the planner node did not come up:\n{planner_log()}")
+            raise RuntimeError(f"the planner node did not come up:\n{nodes.log(planner)}")
         if not spin_until(node, lambda: node.count_subscribers("/subgoal") >= 2, 60):  # policy and recorder
-            raise RuntimeError("the policy node did not come up")
+            raise RuntimeError(f"the policy node did not come up:\n{nodes.log(policy)}")
         pub.publish(String(data=task))
         final = lambda: [s for s in status if is_final(s)]  # noqa: E731 (not the 'planning' reports)
         if not spin_until(node, final, timeout_s):
-            raise RuntimeError(f"task {task!r} did not finish within {timeout_s} s:\n{planner_log()}")
+            raise RuntimeError(f"task {task!r} did not finish within {timeout_s} s:\n{nodes.log(planner)}")
         spin_until(node, lambda: False, 1.0)  # the recorder hears the last messages
         recorder.send_signal(signal.SIGINT)
         recorder.wait(timeout=20)
         if not (bag / "metadata.yaml").is_file():
-            raise RuntimeError(f"the recorder did not finalise {bag}:\n{(log_dir / 'recorder.log').read_text()}")
+            raise RuntimeError(f"the recorder did not finalise {bag}:\n{nodes.log(recorder)}")
         return final()[0]
     finally:
-        for proc, _ in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc, _ in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        nodes.stop_all()
         node.destroy_node()
         rclpy.shutdown()
 

@@ -1,11 +1,15 @@
-"""Run one node until Ctrl-C or SIGTERM, then stop it safely (a final zero command) and shut down."""
+"""Run one node until Ctrl-C or SIGTERM, then stop it safely (a final zero command) and shut down; start
+nodes as processes of their own (:class:`NodeProcesses`) and spin until a condition holds."""
 
 from __future__ import annotations
 
+import itertools
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hrl.ros.params import ParameterError
@@ -59,3 +63,38 @@ def spin_until(node: Any, done: Callable[[], bool], timeout_s: float) -> bool:
         if done():
             return True
     return False
+
+
+class NodeProcesses:
+    """Nodes in processes of their own (``python -m <module> --ros-args -p name:=value ...``), as ``ros2
+    launch`` would start them, each logging to a file in ``log_dir``; on the caller's ``ROS_DOMAIN_ID``."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.procs: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(self, module: str, *params: str) -> subprocess.Popen:
+        """Start ``module``'s node with parameters ``name:=value``."""
+        log = self.log_dir / f"{module.rsplit('.', 1)[-1]}_{len(self.procs)}.log"
+        args = [sys.executable, "-m", module, "--ros-args", *itertools.chain(*(("-p", p) for p in params))]
+        root = Path(__file__).resolve().parents[2]
+        proc = subprocess.Popen(args, cwd=root, stdout=open(log, "w"), stderr=subprocess.STDOUT)  # noqa: SIM115
+        self.procs.append((proc, log))
+        return proc
+
+    def log(self, proc: subprocess.Popen) -> str:
+        """What ``proc`` has written so far."""
+        return next(log.read_text() for p, log in self.procs if p is proc)
+
+    def stop_all(self, timeout_s: float = 10.0) -> None:
+        """Ctrl-C to every node still running (their own clean stop), then kill what has not ended."""
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc, _ in self.procs:
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

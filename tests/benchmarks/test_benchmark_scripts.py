@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import env_throughput
+from benchmarks import env_throughput, soak
 from benchmarks._common import record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,6 +116,22 @@ def test_ros_loop_quick_prints_json_last():
     figures = run_benchmark("ros_loop", "--quick", "--no-record", timeout=600)
     assert figures["50hz"]["odom_sent"] > 0 and figures["50hz"]["latency_p99_ms"] > 0
     assert set(figures["targets_met"]) == {"p99<=5ms@50Hz", "no_missed@50Hz"}
+
+
+@pytest.mark.slow
+def test_soak_quick_prints_json_last():
+    figures = run_benchmark("soak", "--quick", "--no-record", timeout=600)
+    assert figures["tasks_done"] >= 1 and figures["cmd_received"] > 0.9 * figures["cmd_expected"]
+    assert len(figures["missed_per_minute"]) == 6
+    assert set(figures["rss_growth_pct"]) == {"sim_robot_node", "policy_node", "planner_node"}
+    assert set(figures["targets_met"]) == {"no_upward_trend", "rss_growth<5%", "no_node_exited"}
+
+
+def test_soak_trend_tells_a_rising_count_from_noise():
+    slope, se = soak.trend([0, 2, 4, 6, 8, 10])
+    assert slope == pytest.approx(2.0) and se == pytest.approx(0.0, abs=1e-9)
+    slope, se = soak.trend([3, 0, 4, 1, 3, 0, 4, 1])  # noise around a flat line
+    assert not (slope > 2 * se)
 
 
 def test_sim2sim_quick_prints_the_transfer_matrix_last():

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hrl.ros.domains import acquire_domain
-from hrl.ros.runner import spin_until  # noqa: F401  (the tests import it from here)
+from hrl.ros.runner import NodeProcesses, spin_until  # noqa: F401  (the tests import spin_until from here)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,30 +36,12 @@ def ros_domain():
         yield domain
 
 
-class Processes:
+class Processes(NodeProcesses):
+    """Node processes logging to the test's ``tmp`` directory."""
+
     def __init__(self, tmp_path: Path) -> None:
-        self.procs: list[tuple[subprocess.Popen, Path]] = []
+        super().__init__(tmp_path)
         self.tmp = tmp_path
-
-    def start(self, module: str, *params: str) -> subprocess.Popen:
-        log = self.tmp / f"{module.rsplit('.', 1)[-1]}_{len(self.procs)}.log"
-        args = [sys.executable, "-m", module, "--ros-args", *itertools.chain(*(("-p", p) for p in params))]
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT)  # noqa: SIM115
-        self.procs.append((proc, log))
-        return proc
-
-    def log(self, proc: subprocess.Popen) -> str:
-        return next(log.read_text() for p, log in self.procs if p is proc)
-
-    def stop_all(self) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc, _ in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 @pytest.fixture
