@@ -384,11 +384,6 @@ class PolicyNode(Node):
             Path(self.p["latency_log"]).write_text(json.dumps(self.latencies.values()))
 
 
-def make_node(**overrides: Any) -> PolicyNode:
-    """The node with parameter ``overrides`` (``hrl-deploy`` builds its graph through this)."""
-    return PolicyNode(**overrides)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Console entry: run the node until Ctrl-C / SIGTERM, then publish the final zero."""
     from hrl.ros.runner import run_node

@@ -60,7 +60,7 @@ def test_safety_filter_clamps_and_stops():
     assert f.command(2.0, -9.0, now=10.0, odom_time=9.9, scan_time=9.9) == (0.5, -1.5, None)
     assert f.command(0.2, 0.0, 10.0, None, 9.9)[2] == "waiting for /odom and /scan"
     v, w, why = f.command(0.2, 0.3, now=10.0, odom_time=9.0, scan_time=9.9)
-    assert (v, w) == (0.0, 0.0) and why.startswith("/odom is stale (1.00 s")
+    assert (v, w) == (0.0, 0.0) and why == "/odom is stale (none for 0.5 s)"
     assert f.command(0.2, 0.3, 10.0, 9.9, 8.0)[2].startswith("/scan is stale")
     assert f.command(math.nan, 0.3, 10.0, 9.9, 9.9)[:2] == (0.0, 0.0)
     f.input("/odom", "non-finite value in the pose")
@@ -285,7 +285,7 @@ def test_acceleration_limits_ramp_commands_but_stops_are_immediate():
     t += 0.05
     assert f.command(-0.5, 0.0, t, t, t)[0] == pytest.approx(0.45)  # slowing down is limited too
     t += 0.05
-    assert f.command(0.5, 0.0, t, t - 1.0, t) == (0.0, 0.0, "/odom is stale (1.00 s > 0.5 s)")  # at once
+    assert f.command(0.5, 0.0, t, t - 1.0, t) == (0.0, 0.0, "/odom is stale (none for 0.5 s)")  # at once
     t += 0.05
     assert f.command(0.5, 0.0, t, t, t)[0] == pytest.approx(0.05)  # and ramps up again from the stop
     with pytest.raises(ValueError, match="max_linear_accel must be a number > 0"):
@@ -302,3 +302,21 @@ def test_the_latency_log_keeps_a_bounded_window_oldest_first():
     short = LatencyLog(capacity=5)
     short.add(1.0)
     assert short.values() == [1.0]
+
+
+def test_the_controllers_direct_inference_gives_sb3_predicts_actions():
+    from hrl import DEFAULT_POLICY
+    from hrl.policy import GoalPolicy
+    from hrl.ros.core import PolicyController
+
+    policy = GoalPolicy.load(DEFAULT_POLICY)
+    ctrl = PolicyController(policy, 0.5, 1.5)
+    assert ctrl.inference == "direct"
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        pose = (*rng.uniform(-5, 5, 2), rng.uniform(-math.pi, math.pi))
+        velocity, goal = tuple(rng.uniform(-1, 1, 2)), tuple(rng.uniform(-5, 5, 2))
+        ranges = rng.uniform(0, 4.0, len(ctrl.angles))
+        v, w = ctrl.command(pose, velocity, ranges, goal)
+        expected = policy({k: a.copy() for k, a in ctrl.observation(pose, velocity, ranges, goal).items()})
+        assert (v / 0.5, w / 1.5) == pytest.approx(tuple(expected), abs=1e-6)
