@@ -19,7 +19,7 @@ Writes ``summary.json``, ``report.md``, ``paths.png`` (robot vs simulated paths 
     hrl-sim2real BAG --map apartment --backends mujoco pybullet --out runs/sim2real/run1
 
 Broken recordings give a clear error (no ``/odom``, no ``/cmd_vel``, not a bag) or a warning (a missing
-optional topic, stamps out of order, a truncated file read up to where it breaks), never a traceback.
+optional topic, stamps out of order, a damaged message: what was read before it), never a traceback.
 """
 
 from __future__ import annotations

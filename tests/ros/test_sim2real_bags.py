@@ -1,6 +1,7 @@
 """hrl-sim2real on hand-made bags: an exact replay, and broken recordings (missing topics, stamps out of
 order, a truncated file, no metadata, the wrong map) -> clear errors or warnings, never a traceback."""
 
+import json
 import math
 import shutil
 
@@ -92,7 +93,7 @@ def write_bag(path, messages, storage="sqlite3"):
         for t, topic, msg in messages:
             if topic not in conns:
                 conns[topic] = writer.add_connection(topic, TYPES[topic], typestore=typestore)
-            writer.write(conns[topic], t, serialize_message(msg))
+            writer.write(conns[topic], t, msg if isinstance(msg, bytes) else serialize_message(msg))
     return path
 
 
@@ -150,19 +151,36 @@ def test_out_of_order_stamps_are_sorted_with_a_warning(tmp_path, run_messages, s
     assert summary["backends"]["mujoco"]["ate_m"] < 1e-3  # sorted, the run is intact
 
 
-def test_truncated_bag_is_an_error_or_a_warning_never_a_crash(tmp_path, run_messages, capsys):
-    for storage in ("sqlite3", "mcap"):
-        bag = write_bag(tmp_path / f"cut_{storage}", run_messages, storage)
-        data_file = next(p for p in bag.iterdir() if p.suffix in (".db3", ".mcap"))
-        data = data_file.read_bytes()
-        data_file.write_bytes(data[: len(data) * 2 // 3])
-        code = main([str(bag), "--backends", "mujoco", "--out", str(tmp_path / f"out_{storage}")])
-        err = capsys.readouterr().err
-        assert "Traceback" not in err
-        if code == 0:
-            assert "hrl-sim2real: warning:" in err, err
-        else:
-            assert code == 2 and "hrl-sim2real: error:" in err and str(bag) in err, err
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+@pytest.mark.parametrize("keep", [1 / 3, 2 / 3], ids=["a_third", "two_thirds"])
+def test_truncated_bag_is_a_clear_error_naming_it(tmp_path, run_messages, capsys, storage, keep):
+    """A data file cut short (a recorder killed mid-write) cannot be opened: sqlite reports the database
+    malformed, MCAP misses its end magic; either way exit code 2 and one line naming the bag, no traceback."""
+    bag = write_bag(tmp_path / f"cut_{storage}", run_messages, storage)
+    data_file = next(p for p in bag.iterdir() if p.suffix in (".db3", ".mcap"))
+    data = data_file.read_bytes()
+    data_file.write_bytes(data[: int(len(data) * keep)])
+    code = main([str(bag), "--backends", "mujoco", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert f"hrl-sim2real: error: cannot open bag {bag}: " in err and "is it a complete rosbag2 recording?" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_a_damaged_message_keeps_what_was_read_before_it_with_a_warning(tmp_path, run_messages, capsys, storage):
+    """A message whose bytes do not deserialize (a corrupt record) ends the reading there: the messages before
+    it are replayed, and a warning says after how many it broke."""
+    # a command: the only message at its time stamp, so exactly the messages before it in the file are read
+    damaged_at = next(i for i, m in enumerate(run_messages) if m[1] == "/cmd_vel" and m[0] >= T0 + 4 * 10**9)
+    broken = [*run_messages[:damaged_at], (run_messages[damaged_at][0], "/cmd_vel", b"\x00\x01\x00\x00\xff\xff")]
+    bag = write_bag(tmp_path / f"damaged_{storage}", [*broken, *run_messages[damaged_at + 1 :]], storage)
+    code = main([str(bag), "--backends", "mujoco", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err, err
+    assert f"hrl-sim2real: warning: the bag is damaged after {damaged_at} messages" in err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["backends"]["mujoco"]["ate_m"] < 1e-3  # what was read replays exactly
 
 
 def test_not_a_bag_and_unfinished_recordings(tmp_path, run_messages):
