@@ -9,7 +9,7 @@ import csv
 import json
 import math
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ class SuiteResult:
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
     episodes: list[EpisodeRecord]
+    #: LLM planners: the model calls of this run, each tagged with its seed and episode (llm_calls.jsonl).
+    llm_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 def make_suite_env(
@@ -59,7 +61,7 @@ def build_planner(name: str, params: dict[str, Any], policy: GoalPolicy) -> Any:
 
     cls = planner_class(name)
     params = dict(params)
-    if name == "sorb":
+    if name in ("sorb", "sorb_safe"):  # they read the policy's own critic
         params.setdefault("policy", policy)
     try:
         return cls(**params)
@@ -79,7 +81,7 @@ def run_suite(
     seeds: tuple[int, ...] = (0,),
     executor: ExecutorConfig | None = None,
     out_dir: Path | None = None,
-    video_episode: int | None = 0,
+    video_episode: int | Collection[int] | None = 0,
     progress: bool = True,
     limit: int | None = None,
     backend: str | None = None,
@@ -91,6 +93,7 @@ def run_suite(
     in the physics ``backend`` (default: the one the policy was trained in), with the sim-to-real
     ``wrappers`` (sim/wrappers.py; default none).
 
+    ``video_episode``: the episode (or episodes) of the first seed recorded on video, with ``out_dir``.
     ``skip``: (seed, episode) pairs already done elsewhere (a resumed sweep); ``on_episode(row, record)`` is
     called after each episode (to write results as they come, so an interrupted run loses nothing).
     """
@@ -101,13 +104,17 @@ def run_suite(
         planner, planner_name = planner_name, planner_name.name
     executor = executor or ExecutorConfig(max_episode_steps=suite.max_episode_steps)
     agent = HierarchicalAgent(planner, policy, executor, goal_tolerance=suite.goal_tolerance)
-    record_video = out_dir is not None and video_episode is not None
+    on_video = {video_episode} if isinstance(video_episode, int) else set(video_episode or ())
+    record_video = out_dir is not None and bool(on_video)
     env = make_suite_env(policy, suite, render=record_video, backend=backend, wrappers=wrappers)
     world = env.unwrapped.world
     rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     episodes: list[EpisodeRecord] = []
-    calls_seen = len(getattr(planner, "calls", []))
+    # LLM planners keep their recent model calls (LLMPlanner.calls_since); this run's are collected per episode.
+    calls_since = getattr(planner, "calls_since", None)
+    calls_seen = int(planner.totals["calls"]) if calls_since is not None else 0
+    llm_calls: list[dict[str, Any]] = []
     total = len(seeds) * len(tasks)
     categories = [ep.category for ep in suite.episodes]
     bar = tqdm(total=total, desc=f"{planner_name} on {suite.name}", unit="ep", disable=not progress, leave=False)
@@ -121,7 +128,7 @@ def run_suite(
             obs, _ = env.reset(seed=seed * 1000 + i, options={"start": episode_start})
             start_xy = (float(obs["achieved_goal"][0]), float(obs["achieved_goal"][1]))
             first_goal = goal_point(task.goals[0], world)
-            record_this = record_video and seed == seeds[0] and i == video_episode
+            record_this = record_video and seed == seeds[0] and i in on_video
             episode, ex = agent.run(env, task, obs, record=record_this)
             rows.append(
                 {
@@ -138,9 +145,9 @@ def run_suite(
                 }
             )
             events += [{"seed": seed, "episode": i, **asdict(e)} for e in episode.events]
-            for call in getattr(planner, "calls", [])[calls_seen:]:
-                call.update(seed=seed, episode=i)
-            calls_seen = len(getattr(planner, "calls", []))
+            if calls_since is not None:
+                llm_calls += [dict(call, seed=seed, episode=i) for call in calls_since(calls_seen)]
+                calls_seen = int(planner.totals["calls"])
             episodes.append(episode)
             if on_episode is not None:
                 on_episode(rows[-1], episode)
@@ -154,13 +161,16 @@ def run_suite(
     summary.update(planner=planner_name, suite=suite.name, seeds=list(seeds))
     if out_dir is not None and rows:
         write_results(rows, summary, out_dir)
-        with open(out_dir / "events.jsonl", "w") as f:  # the executor's structured event log
-            f.writelines(json.dumps(e) + "\n" for e in events)
-        calls = getattr(planner, "calls", None)
-        if calls:  # LLM planners: every model call (prompt tokens, answer, latency, cache hit, error)
-            with open(out_dir / "llm_calls.jsonl", "w") as f:
-                f.writelines(json.dumps(c) + "\n" for c in calls)
-    return SuiteResult(rows, summary, episodes)
+        write_jsonl(events, out_dir / "events.jsonl")  # the executor's structured event log
+        if llm_calls:  # LLM planners: every model call (prompt tokens, answer, latency, cache hit, error)
+            write_jsonl(llm_calls, out_dir / "llm_calls.jsonl")
+    return SuiteResult(rows, summary, episodes, llm_calls)
+
+
+def write_jsonl(items: list[dict[str, Any]], path: Path) -> None:
+    """One JSON object per line."""
+    with open(path, "w") as f:
+        f.writelines(json.dumps(item) + "\n" for item in items)
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:

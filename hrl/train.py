@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from hrl.cli import CONFIG_DIR, run_hydra_app, sigterm_as_keyboard_interrupt
 from hrl.config import TrainConfig
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+if TYPE_CHECKING:
+    from hrl.training import TrainResult
+
+__all__ = ["CONFIG_DIR", "INTERRUPTED", "main", "register_schemas", "resume"]
+
+#: Exit status of a run stopped by Ctrl-C or SIGTERM (after writing its checkpoint), as shells report Ctrl-C.
+INTERRUPTED = 130
 
 
 def register_schemas() -> None:
@@ -39,15 +47,18 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from hrl.training import RunDirectoryError, train
+    from hrl.training import RunDirectoryError
 
     config: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_config = HydraConfig.get()
+    run_dir = Path(hydra_config.runtime.output_dir)
+    command = " ".join(["hrl-train", *(str(o) for o in hydra_config.overrides.task)])
     try:
-        config.validate()
-        result = train(config, run_dir)
+        result = _train_in_this_process(config, run_dir, command=command)
     except (ValueError, RunDirectoryError, FileNotFoundError) as err:
         fail(str(err))
+    if result.interrupted:
+        raise SystemExit(INTERRUPTED)
     print(
         f"[hrl-train] done: {result.num_timesteps} steps in {result.wall_time_s / 60:.1f} min, final success "
         f"{result.final_success:.0%} (best {result.best_success:.0%}) -> {run_dir}"
@@ -60,7 +71,7 @@ def resume(run_dir: Path, overrides: list[str]) -> int:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from hrl.training import RunDirectoryError, train
+    from hrl.training import RunDirectoryError
 
     allowed = {"total_steps"}
     extra: dict[str, str] = {}
@@ -83,14 +94,33 @@ def resume(run_dir: Path, overrides: list[str]) -> int:
     except OmegaConfBaseException as err:
         fail(f"resume={run_dir}: its saved config does not match this version's schema: {err}")
     try:
-        result = train(config, run_dir, resume=True)
+        result = _train_in_this_process(
+            config, run_dir, command=" ".join(["hrl-train", f"resume={run_dir}", *overrides]), resume=True
+        )
     except (ValueError, RunDirectoryError, FileNotFoundError) as err:
         fail(str(err))
+    if result.interrupted:
+        raise SystemExit(INTERRUPTED)
     print(f"[hrl-train] done: {result.num_timesteps} steps, final success {result.final_success:.0%} -> {run_dir}")
     return 0
 
 
+def _train_in_this_process(config: TrainConfig, run_dir: Path, *, command: str, resume: bool = False) -> TrainResult:
+    """:func:`hrl.training.train` with what only a command-line process may set: torch's thread count
+    (process-wide) and SIGTERM stopping training like Ctrl-C (a checkpoint, then exit)."""
+    import torch
+
+    from hrl.training import train
+
+    config.validate()
+    torch.set_num_threads(config.torch_threads)
+    with sigterm_as_keyboard_interrupt():
+        return train(config, run_dir, resume=resume, command=command)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``hrl-train``: ``argv`` (default: the command line) as Hydra overrides, or ``resume=<run dir>``.
+    ``sys.argv`` is left as it was."""
     args = list(sys.argv[1:] if argv is None else argv)
     resumes = [a for a in args if a.startswith("resume=")]
     if resumes:
@@ -104,11 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                 check_fresh_run_dir(Path(arg.split("=", 1)[1]))
             except RunDirectoryError as err:
                 fail(str(err))
-    import hydra
-
     register_schemas()
-    sys.argv = [sys.argv[0], *args]
-    hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")(_task)()
+    run_hydra_app(_task, "config", args)
     return 0
 
 

@@ -5,13 +5,16 @@ and the callbacks, learns, and leaves in ``run_dir``: ``checkpoints/``, ``metric
 ``best_model.zip`` and ``final_model.zip`` (each with its ``.policy.yaml``), ``learning_curve.png``,
 ``eval.mp4`` and ``summary.json``. ``train(config, run_dir, resume=True)`` continues an interrupted run
 from its last checkpoint and ends at the configured total.
+
+A library call changes nothing process-wide: no signal handler, no torch thread count (``hrl-train`` sets
+both; a caller who wants ``config.torch_threads`` calls ``torch.set_num_threads`` itself), so ``train`` runs
+from any thread. Ctrl-C (KeyboardInterrupt) still stops it cleanly with a checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +22,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 from stable_baselines3.common.callbacks import CallbackList
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.noise import NormalActionNoise
@@ -134,14 +136,16 @@ def check_fresh_run_dir(run_dir: Path) -> None:
         )
 
 
-def train(config: TrainConfig, run_dir: Path, *, resume: bool = False) -> TrainResult:
+def train(config: TrainConfig, run_dir: Path, *, resume: bool = False, command: str | None = None) -> TrainResult:
+    """Train (or with ``resume``, continue) the run in ``run_dir``; KeyboardInterrupt stops it with a
+    checkpoint (``TrainResult.interrupted``). ``command``: what started it, recorded in ``run_info.json``
+    (``hrl-train`` passes its command line; None records a library call)."""
     config.validate()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     spec = algorithm(config.algo.name)
-    torch.set_num_threads(config.torch_threads)
     state, checkpoint = _open_run(config, run_dir, resume)
-    _append_run_info(run_dir, resumed=checkpoint is not None)
+    _append_run_info(run_dir, resumed=checkpoint is not None, command=command)
 
     venv = make_training_env(config, seed=config.seed)
     eval_env = gym.make(config.env.id, **config.env.make_kwargs(config.robot))
@@ -220,7 +224,8 @@ def _load_checkpoint(
 
 
 def _learn(model: Any, config: TrainConfig, callbacks: list, fresh: bool) -> bool:
-    """Train up to ``config.total_steps``; True if interrupted (Ctrl-C or SIGTERM)."""
+    """Train up to ``config.total_steps``; True if interrupted (KeyboardInterrupt: Ctrl-C, or SIGTERM where
+    the caller turns it into one, as ``hrl-train`` does)."""
     remaining = config.total_steps - model.num_timesteps
     if remaining <= 0:
         return False
@@ -229,7 +234,6 @@ def _learn(model: Any, config: TrainConfig, callbacks: list, fresh: bool) -> boo
         from stable_baselines3.common.logger import Logger
 
         model.set_logger(Logger(folder=None, output_formats=[]))
-    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     try:
         model.learn(
             total_timesteps=remaining,
@@ -240,8 +244,6 @@ def _learn(model: Any, config: TrainConfig, callbacks: list, fresh: bool) -> boo
         )
     except KeyboardInterrupt:
         return True
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return False
 
 
@@ -296,11 +298,10 @@ def _save_model(model: Any, path: Path, config: TrainConfig, steps: int) -> None
     )
 
 
-def _append_run_info(run_dir: Path, resumed: bool) -> None:
-    """Record what produced this run (command, commit, versions); one entry per start or resume."""
+def _append_run_info(run_dir: Path, resumed: bool, command: str | None) -> None:
+    """Record what produced this run (command, commit, versions, torch threads); one entry per start or resume."""
     import platform
     import subprocess
-    import sys
     from importlib.metadata import PackageNotFoundError, version
 
     def git(*args: str) -> str | None:
@@ -312,6 +313,8 @@ def _append_run_info(run_dir: Path, resumed: bool) -> None:
             return None
         return out.stdout.strip() if out.returncode == 0 else None
 
+    import torch
+
     versions = {}
     for pkg in ("stable-baselines3", "sb3-contrib", "torch", "mujoco", "gymnasium", "hydra-core"):
         try:
@@ -321,21 +324,18 @@ def _append_run_info(run_dir: Path, resumed: bool) -> None:
     entry = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "resumed": resumed,
-        "command": " ".join(["hrl-train", *sys.argv[1:]]),
+        "command": command or "hrl.training.train (a library call)",
         "commit": git("rev-parse", "HEAD"),
         "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no")),
         "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "versions": versions,
+        "torch_threads": torch.get_num_threads(),  # process-wide: hrl-train sets it from config.torch_threads
     }
     path = run_dir / "run_info.json"
     history = json.loads(path.read_text()) if path.exists() else []
     history.append(entry)
     path.write_text(json.dumps(history, indent=2))
-
-
-def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _jsonable(value: Any) -> Any:

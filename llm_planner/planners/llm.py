@@ -10,15 +10,17 @@ constrained to the answer's JSON schema with the scene's names as enums, parse +
 An invalid answer is sent back with the error (at most ``max_attempts`` calls); with
 ``self_consistency`` > 1 the model is sampled k times and the most frequent valid answer wins. Answers
 are cached by model + prompt + sampling settings (in memory, and on disk with ``cache_dir``). Tokens
-and latency of every call are kept in ``calls``; ``last_usage`` sums the last ``plan`` call.
+and latency of the last ``CALLS_KEPT`` calls are kept in ``calls`` (bounded: a planner node runs for days);
+``totals`` sums every call ever made, exactly; ``last_usage`` sums the last ``plan`` call.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,10 @@ MODES = ("llm_goals", "llm_route")
 #: the instruction's phrases for the targets; names/aliases ground them; the model is asked which place a
 #: phrase means only when it names none outright).
 READINGS = ("names", "spans")
+#: Model calls kept in ``LLMPlanner.calls`` (the most recent); older ones leave it, their usage stays in ``totals``.
+CALLS_KEPT = 1000
+#: The running sums in ``LLMPlanner.totals``.
+_TOTALS = ("calls", "llm_calls", "cache_hits", "prompt_tokens", "completion_tokens", "latency_s")
 
 
 class LLMPlanner:
@@ -107,7 +113,11 @@ class LLMPlanner:
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.seed = seed
         self.router = GraphPlanner(**(router or {}))
-        self.calls: list[dict[str, Any]] = []
+        #: The last CALLS_KEPT model calls (prompt and completion tokens, answer, latency, cache hit, error).
+        self.calls: deque[dict[str, Any]] = deque(maxlen=CALLS_KEPT)
+        #: Sums over every call ever made (``calls`` keeps only the recent ones): calls, llm_calls, cache_hits,
+        #: prompt_tokens, completion_tokens, latency_s.
+        self.totals: dict[str, float] = dict.fromkeys(_TOTALS, 0)
         self.last_usage: dict[str, Any] = {}
         self.last_answer: GoalsAnswer | RouteAnswer | None = None
         self._memory: dict[str, dict[str, Any]] = {}
@@ -115,20 +125,34 @@ class LLMPlanner:
 
     # -- the planner protocol -------------------------------------------------------------------------
     def plan(self, task: Task, scene: Scene, feedback: Feedback | None = None) -> Plan:
-        start = len(self.calls)
+        start = dict(self.totals)
         try:
             return self._plan(task, scene, feedback)
         finally:
             self._count_usage(start)
 
-    def _count_usage(self, start: int) -> None:
-        """``last_usage``: what the calls since ``start`` cost."""
-        new = self.calls[start:]
+    def _count_usage(self, start: dict[str, float]) -> None:
+        """``last_usage``: what the calls since the ``totals`` were ``start`` cost."""
+        new = {k: self.totals[k] - start[k] for k in _TOTALS}
         self.last_usage = {
-            "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in new),
-            "llm_calls": sum(not c["cached"] for c in new),
-            "cache_hits": sum(c["cached"] for c in new),
+            "tokens": new["prompt_tokens"] + new["completion_tokens"],
+            "llm_calls": new["llm_calls"],
+            "cache_hits": new["cache_hits"],
         }
+
+    def calls_since(self, count: int) -> list[dict[str, Any]]:
+        """The calls made after the first ``count`` (a ``totals["calls"]`` read earlier), as far as ``calls``
+        still holds them (a reader that waits for more than ``CALLS_KEPT`` new calls misses the oldest)."""
+        new = min(int(self.totals["calls"]) - count, len(self.calls))
+        return list(itertools.islice(self.calls, len(self.calls) - new, None)) if new > 0 else []
+
+    def _record(self, call: dict[str, Any]) -> None:
+        self.calls.append(call)
+        self.totals["calls"] += 1
+        self.totals["llm_calls"] += not call["cached"]
+        self.totals["cache_hits"] += call["cached"]
+        for key in ("prompt_tokens", "completion_tokens", "latency_s"):
+            self.totals[key] += call[key]
 
     def _plan(self, task: Task, scene: Scene, feedback: Feedback | None) -> Plan:
         world = scene.world
@@ -171,7 +195,7 @@ class LLMPlanner:
     # -- asking the model ---------------------------------------------------------------------------
     def interpret(self, text: str, world: World, robot_room: str) -> GoalsAnswer | RouteAnswer:
         """One answer to ``text`` (no execution): used by the benchmark to score plan accuracy."""
-        start = len(self.calls)
+        start = dict(self.totals)
         try:
             if self.reading == "spans":
                 return self._read_spans(text, world)
@@ -291,7 +315,7 @@ class LLMPlanner:
         record: dict[str, Any] = {"attempt": attempt, "valid": False, "error": None}
         hit = self._cached(key) if self.cache and (temperature == 0 or seed is not None) else None
         if hit is not None:
-            self.calls.append(
+            self._record(
                 {**record, **hit, "latency_s": 0.0, "prompt_tokens": 0, "completion_tokens": 0, "cached": True}
             )
             return hit["text"]
@@ -301,7 +325,7 @@ class LLMPlanner:
                 messages, schema, temperature=temperature, max_tokens=self.max_tokens, seed=seed
             )
         except LLMError as err:
-            self.calls.append(
+            self._record(
                 {
                     **record,
                     "text": "",
@@ -313,7 +337,7 @@ class LLMPlanner:
                 }
             )
             raise
-        self.calls.append(
+        self._record(
             {
                 **record,
                 "text": out.text,

@@ -10,11 +10,15 @@ implicit-Euler equivalents of MuJoCo's (``implicitfast`` integrates velocity ser
 engines follow the same velocity response; contacts with walls are each engine's own.
 
 Each instance owns two ``DIRECT`` (headless) clients, physics and lidar, so several envs coexist in a process.
+``close()`` disconnects them; an instance dropped without it is disconnected when it is garbage-collected
+(a ``weakref.finalize`` per client, registered as soon as it connects: it holds the client id, not the
+object, runs exactly once, and also runs at interpreter exit, where ``__del__`` is not guaranteed to).
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import pybullet as pb
@@ -61,6 +65,7 @@ class PybulletRoverPhysics:
         self.render_size: RenderSize = render_size_for(world, render_height)
         self._view = TopView.of(world, self.render_size)
         self.client = pb.connect(pb.DIRECT)
+        self._disconnect = weakref.finalize(self, _disconnect, self.client)
         c = self.client
         pb.setPhysicsEngineParameter(
             fixedTimeStep=physics_dt, numSubSteps=0, deterministicOverlappingPairs=1, physicsClientId=c
@@ -273,14 +278,11 @@ class PybulletRoverPhysics:
         return self._view.world_to_pixel(x, y)
 
     def close(self) -> None:
-        _disconnect(getattr(self, "client", None))
+        """Disconnect both Bullet clients (~50 MB); a second call does nothing."""
+        self._disconnect()  # a finalizer runs once: later calls, and garbage collection, do nothing
         self.client = None
         if getattr(self, "_lidar", None) is not None:
             self._lidar.close()
-
-    def __del__(self) -> None:
-        # An env dropped without close() would otherwise keep its Bullet worlds (~50 MB) until the process ends.
-        self.close()
 
     # ------------------------------------------------------------------ internals
 
@@ -311,6 +313,7 @@ class _LidarScene:
         lidar = robot.lidar
         self.max_range = lidar.max_range
         self.client = pb.connect(pb.DIRECT)
+        self._disconnect = weakref.finalize(self, _disconnect, self.client)
         c = self.client
         vertices, indices = _wall_mesh(world)
         if indices:
@@ -332,15 +335,13 @@ class _LidarScene:
         return np.fromiter((h[2] for h in hits), dtype=np.float64, count=len(hits)) * self.max_range
 
     def close(self) -> None:
-        _disconnect(getattr(self, "client", None))
+        self._disconnect()
         self.client = None
 
-    def __del__(self) -> None:
-        self.close()
 
-
-def _disconnect(client: int | None) -> None:
-    if client is not None and pb.isConnected(client):
+def _disconnect(client: int) -> None:
+    """Disconnect a Bullet client (the finalizer of the object that owns it: it must not reference the object)."""
+    if pb.isConnected(client):
         pb.disconnect(client)
 
 

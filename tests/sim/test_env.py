@@ -337,3 +337,49 @@ def test_sb3_her_learns_a_few_steps(backend):
     assert model.replay_buffer.size() > 0
     action, _ = model.predict(env.reset(seed=0)[0], deterministic=True)
     assert action.shape == (2,)
+
+
+def test_pybullet_env_collected_after_close_leaves_a_newer_envs_bullet_worlds_alone():
+    """Bullet reuses client ids: an env closed, then garbage-collected while a newer env holds the same ids,
+    must not disconnect them (cleanup runs once, at close() or at collection, whichever comes first)."""
+    import gc
+
+    import pybullet as pb
+
+    old = make(map="open", backend="pybullet")
+    old_clients = [old.unwrapped.physics.client, old.unwrapped.physics._lidar.client]
+    old.close()
+    new = make(map="open", backend="pybullet")
+    physics = new.unwrapped.physics
+    clients = [physics.client, physics._lidar.client]
+    del old
+    gc.collect()
+    assert all(pb.isConnected(c) for c in clients), (old_clients, clients)
+    new.close()
+    assert not any(pb.isConnected(c) for c in clients)
+
+
+def test_pybullet_env_left_open_is_disconnected_at_interpreter_exit():
+    """An env still referenced when the interpreter exits is cleaned up too (weakref.finalize runs at exit)."""
+    import subprocess
+    import sys
+
+    script = """
+import gymnasium as gym
+import pybullet as pb
+import sim
+
+real = pb.disconnect
+def disconnect(client, *args, **kwargs):
+    print("disconnected", client, flush=True)
+    return real(client, *args, **kwargs)
+pb.disconnect = disconnect
+env = gym.make("hrl/RoverNav-v0", map="open", backend="pybullet")
+physics = env.unwrapped.physics
+print("clients", physics.client, physics._lidar.client, flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    clients = lines[0].split()[1:]
+    assert sorted(line.split()[1] for line in lines[1:] if line.startswith("disconnected")) == sorted(clients)

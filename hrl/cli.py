@@ -1,0 +1,67 @@
+"""What the Hydra command-line entry points share: the config tree, running an app on an argument list without
+leaving ``sys.argv`` changed, and the process-wide settings that belong to a CLI and never to library code.
+
+    run_hydra_app(_task, "eval", argv)    # hrl-eval's main(argv): sys.argv is the caller's again afterwards
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+@contextmanager
+def command_line(argv: list[str] | None) -> Iterator[list[str]]:
+    """``sys.argv`` set to ``[program, *argv]`` inside the block (unchanged when ``argv`` is None), and
+    restored on the way out, whatever happens inside (an error, ``SystemExit``).
+
+    Hydra's ``@hydra.main`` reads its overrides from ``sys.argv`` only; this lets a ``main(argv)`` hand it a
+    list without rewriting the caller's command line for good.
+    """
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "", *(saved[1:] if argv is None else argv)]
+    try:
+        yield sys.argv[1:]
+    finally:
+        sys.argv = saved
+
+
+def run_hydra_app(task: Callable[[Any], Any], config_name: str, argv: list[str] | None) -> None:
+    """Run ``task`` as a Hydra app on ``configs/<config_name>.yaml`` with ``argv`` as its command line (None:
+    the process's own), with the full CLI (``-m``, launchers, ``--help``), and ``sys.argv`` restored after."""
+    import hydra
+
+    with command_line(argv):
+        hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name=config_name)(task)()
+
+
+def overridden_keys(overrides: list[str]) -> list[str]:
+    """The config keys a list of Hydra overrides sets (``+a.b=1`` -> ``a.b``; ``env/wrappers=x`` ->
+    ``env/wrappers``), in order."""
+    return [str(o).partition("=")[0].lstrip("+~") for o in overrides]
+
+
+@contextmanager
+def sigterm_as_keyboard_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler stopping a job, ``kill``) raised as KeyboardInterrupt inside the block, so the
+    code inside stops as on Ctrl-C (training checkpoints and exits). Signal handlers are process-wide and
+    can only be installed from the main thread: elsewhere (a launcher's worker thread) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
