@@ -18,6 +18,7 @@ import networkx as nx
 import numpy as np
 
 from llm_planner.base import Task
+from robots._fields import ConfigFileError, Fields, as_vector, load_yaml_mapping
 
 TASKS_DIR = Path(__file__).resolve().parents[1] / "configs" / "task"
 
@@ -29,6 +30,23 @@ class TaskEpisodeConfig:
     text: str = ""
     avoid: list[str] = field(default_factory=list)
     category: str = ""
+
+
+#: Keys of a suite and of an episode; anything else is a typo, refused by name.
+SUITE_KEYS = (
+    "name",
+    "map",
+    "description",
+    "goal_tolerance",
+    "max_episode_steps",
+    "min_doors_apart",
+    "start_jitter",
+    "episodes",
+)
+EPISODE_KEYS = ("start", "goals", "text", "avoid", "category")
+#: start_jitter is a nudge within a room, not a relocation; a goal tolerance beyond a subgoal's (5 m) means nothing.
+MAX_START_JITTER = 5.0
+MAX_GOAL_TOLERANCE = 5.0
 
 
 @dataclass
@@ -43,39 +61,58 @@ class TaskSuiteConfig:
     #: in free space) with a random heading, so seeds are different episodes. 0: every seed identical.
     start_jitter: float = 0.3
     episodes: list[TaskEpisodeConfig] = field(default_factory=list)
+    #: Where the suite came from (its file, or "task suite <name>"), for error messages; not a YAML key.
+    source: str = ""
 
     def tasks(self) -> list[tuple[Any, Task]]:
-        """(start, Task) per episode, validated against the map."""
+        """(start, Task) per episode, validated against the map; errors name the source and the field."""
         from sim.world import load_world
 
+        source = self.source or f"task suite {self.name!r}"
         if not self.episodes:
-            raise ValueError(f"task suite {self.name!r} has no episodes")
-        if self.goal_tolerance <= 0 or self.max_episode_steps < 1:
-            raise ValueError(f"task suite {self.name!r}: goal_tolerance must be > 0 and max_episode_steps >= 1")
-        if not (isinstance(self.start_jitter, (int, float)) and 0 <= self.start_jitter < 5):
-            raise ValueError(f"task suite {self.name!r}: start_jitter must be in [0, 5) m, got {self.start_jitter!r}")
-        world = load_world(self.map)
+            raise ConfigFileError(source, "episodes", "the suite has no episodes")
+        try:
+            world = load_world(self.map)
+        except ConfigFileError:
+            raise  # the map file itself is broken: its own file and field
+        except (ValueError, OSError) as err:
+            raise ConfigFileError(source, "map", str(err)) from None
         out = []
         for i, ep in enumerate(self.episodes):
+            f = Fields(source, f"episodes[{i}]", vars(ep))
             goals = tuple(g if isinstance(g, str) else (float(g[0]), float(g[1])) for g in ep.goals)
-            if not goals:
-                raise ValueError(f"task suite {self.name!r}: episodes[{i}] has no goals")
-            where = f"task suite {self.name!r}: episodes[{i}]"
-            for g in goals:
-                if isinstance(g, str):
-                    world.resolve(g)  # raises with the known names
+            for j, g in enumerate(goals):
+                _check_place(world, g, f, f"goals[{j}]")
             start = ep.start if isinstance(ep.start, str) else tuple(float(v) for v in ep.start)
+            if isinstance(start, str) and start not in world.starts:
+                known = ", ".join(world.starts)
+                raise f.error("start", f"{start!r} is not a named start of map {world.name!r} ({known}) or [x, y, yaw]")
+            start_xy = (world.starts[start].x, world.starts[start].y) if isinstance(start, str) else start[:2]
+            _check_place(world, start_xy, f, "start")
             avoid = tuple(ep.avoid)
-            for room in avoid:
-                world.room(room)  # raises with the known rooms
-                start_xy = (world.starts[start].x, world.starts[start].y) if isinstance(start, str) else start[:2]
+            for k, room in enumerate(avoid):
+                try:
+                    world.room(room)
+                except ValueError as err:
+                    raise f.error(f"avoid[{k}]", str(err)) from None
                 if _room_of(world, start_xy) == room:
-                    raise ValueError(f"{where} starts in {room!r}, a room it must avoid")
+                    raise f.error("start", f"starts in {room!r}, a room it must avoid")
                 for g in goals:
                     if _room_of(world, g) == room:
-                        raise ValueError(f"{where}: goal {g!r} lies in {room!r}, a room it must avoid")
+                        raise f.error("goals", f"goal {g!r} lies in {room!r}, a room it must avoid")
             out.append((start, Task(ep.text or "visit " + " then ".join(map(str, goals)), goals, avoid)))
         return out
+
+
+def _check_place(world: Any, place: Any, f: Fields, key: str) -> None:
+    """A goal or start must exist in the map: a known name, or a point inside the map and not in a wall."""
+    if isinstance(place, str):
+        try:
+            world.resolve(place)
+        except ValueError as err:
+            raise f.error(key, str(err)) from None
+    elif not world.in_bounds(place) or world.in_wall(place):
+        raise f.error(key, f"{list(place)} lies outside map {world.name!r} or inside a wall")
 
 
 def _room_of(world: Any, place: Any) -> str | None:
@@ -87,24 +124,69 @@ def _room_of(world: Any, place: Any) -> str | None:
 
 
 def load_suite(name_or_path: str | Path) -> TaskSuiteConfig:
-    import yaml
-
+    """A shipped suite by name (``"apartment_long"``) or a suite YAML by path; ConfigFileError (a
+    ValueError) names the file and the field of anything malformed."""
     path = Path(name_or_path)
     if not path.suffix:
         path = TASKS_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
         raise ValueError(f"unknown task suite {str(name_or_path)!r}; known: {', '.join(known)}")
-    return suite_from_dict(yaml.safe_load(path.read_text()), source=str(path))
+    return suite_from_dict(load_yaml_mapping(path), source=str(path), default_name=path.stem)
 
 
-def suite_from_dict(data: dict[str, Any], source: str = "<task suite>") -> TaskSuiteConfig:
-    data = dict(data)
-    try:
-        episodes = [TaskEpisodeConfig(**e) for e in data.pop("episodes", [])]
-        return TaskSuiteConfig(**data, episodes=episodes)
-    except TypeError as err:
-        raise ValueError(f"{source}: {err}") from None
+def suite_from_dict(data: Any, source: str | None = None, default_name: str = "") -> TaskSuiteConfig:
+    """A suite from a mapping (a YAML document, a Hydra ``task`` config), its types checked; the map-dependent
+    checks run in :meth:`TaskSuiteConfig.tasks`. ``source`` (default ``task suite <name>``) starts every error.
+
+    Raises:
+        ConfigFileError: (a ValueError) ``<source>: <field>: <problem>`` for a wrong type, a missing or
+            unknown key, a non-finite or out-of-range number.
+    """
+    if source is None:
+        name = data.get("name") if isinstance(data, dict) else None
+        source = f"task suite {name!r}" if isinstance(name, str) else "task suite"
+    root = Fields(source, "", data)
+    root.reject_unknown(SUITE_KEYS)
+    episodes = []
+    for i, item in enumerate(root.items("episodes")):
+        episodes.append(_episode(Fields(source, f"episodes[{i}]", item)))
+    if not episodes:
+        raise root.error("episodes", "the suite has no episodes")
+    return TaskSuiteConfig(
+        name=root.text("name", default_name) if default_name else root.text("name"),
+        map=root.text("map", "apartment"),
+        description=root.string("description"),
+        goal_tolerance=root.number("goal_tolerance", 0.3, positive=True, maximum=MAX_GOAL_TOLERANCE),
+        max_episode_steps=root.integer("max_episode_steps", 3000, minimum=1),
+        min_doors_apart=root.integer("min_doors_apart", minimum=0) if root.has("min_doors_apart") else None,
+        start_jitter=root.number("start_jitter", 0.3, non_negative=True, maximum=MAX_START_JITTER),
+        episodes=episodes,
+        source=source,
+    )
+
+
+def _episode(f: Fields) -> TaskEpisodeConfig:
+    f.reject_unknown(EPISODE_KEYS)
+    start = f.raw("start")
+    if not isinstance(start, str):
+        start = list(f.vector("start", 3))
+    elif not start.strip():
+        raise f.error("start", "must be a named start of the map or [x, y, yaw], got ''")
+    goals = f.items("goals")
+    if not goals:
+        raise f.error("goals", "an episode needs at least one goal (a place name or [x, y])")
+    checked: list[Any] = []
+    for j, g in enumerate(goals):
+        if isinstance(g, str) and g.strip():
+            checked.append(g)
+        else:
+            where = f"goals[{j}]"
+            checked.append(
+                list(as_vector(g, 2, lambda p, k=where: f.error(k, f"must be a place name or [x, y] ({p})")))
+            )
+    avoid = list(f.string_list("avoid"))
+    return TaskEpisodeConfig(start, checked, text=f.string("text"), avoid=avoid, category=f.string("category"))
 
 
 def doors_between(world: Any, a: tuple[float, float], b: tuple[float, float]) -> int:

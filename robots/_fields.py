@@ -92,6 +92,13 @@ class Fields:
             raise self.error(key, f"must be a non-empty string, got {_describe(value)}")
         return value
 
+    def string(self, key: str, default: str = "") -> str:
+        """An optional string (may be empty): a description, an instruction."""
+        value = self.raw(key, default)
+        if not isinstance(value, str):
+            raise self.error(key, f"must be a string, got {_describe(value)}")
+        return value
+
     def number(
         self,
         key: str,

@@ -16,6 +16,15 @@ from robots._fields import ConfigFileError, Fields, did_you_mean, load_yaml_mapp
 
 ROBOTS_DIR = Path(__file__).resolve().parent
 
+#: Upper bounds of a spec's numbers (SI units), generous for a mobile base: beyond them a value is a typo
+#: (a mass in grams, a range in millimetres), and refused by name rather than simulated.
+MAXIMA = {"radius": 10.0, "mass": 10_000.0, "wheel_base": 20.0, "wheel_radius": 5.0,
+          "max_linear_velocity": 100.0, "max_angular_velocity": 100.0,
+          "max_linear_acceleration": 1_000.0, "max_angular_acceleration": 1_000.0,
+          "max_range": 1_000.0, "height": 10.0}  # fmt: skip
+#: Rays per scan: 2D lidars give a few thousand at most.
+MAX_RAYS = 10_000
+
 
 @dataclass(frozen=True)
 class VelocityLimits:
@@ -125,16 +134,18 @@ class RobotSpec:
 
         lim = root.sub("limits")
         lim.reject_unknown(list(VelocityLimits.__dataclass_fields__))
-        limits = VelocityLimits(**{k: lim.number(k, positive=True) for k in VelocityLimits.__dataclass_fields__})
+        limits = VelocityLimits(
+            **{k: lim.number(k, positive=True, maximum=MAXIMA[k]) for k in VelocityLimits.__dataclass_fields__}
+        )
 
         lid = root.sub("lidar")
         lid.reject_unknown(list(LidarSpec.__dataclass_fields__))
         lidar = LidarSpec(
             num_rays=lid.integer("num_rays"),
             fov_deg=lid.number("fov_deg", positive=True, maximum=360.0),
-            max_range=lid.number("max_range", positive=True),
+            max_range=lid.number("max_range", positive=True, maximum=MAXIMA["max_range"]),
             min_range=lid.number("min_range", non_negative=True),
-            height=lid.number("height", non_negative=True),
+            height=lid.number("height", non_negative=True, maximum=MAXIMA["height"]),
         )
         try:
             _validate_lidar(lidar)
@@ -155,10 +166,10 @@ class RobotSpec:
             urdf=urdf,
             base_body=root.text("base_body"),
             chassis_geom=root.text("chassis_geom"),
-            radius=root.number("radius", positive=True),
-            mass=root.number("mass", positive=True),
-            wheel_base=root.number("wheel_base", positive=True),
-            wheel_radius=root.number("wheel_radius", positive=True),
+            **{
+                k: root.number(k, positive=True, maximum=MAXIMA[k])
+                for k in ("radius", "mass", "wheel_base", "wheel_radius")
+            },
             limits=limits,
             lidar=lidar,
             ros=ros,
@@ -169,8 +180,8 @@ class RobotSpec:
 
 
 def _validate_lidar(lidar: LidarSpec) -> None:
-    if isinstance(lidar.num_rays, bool) or not isinstance(lidar.num_rays, int) or lidar.num_rays < 1:
-        raise ValueError(f"lidar num_rays must be a positive integer, got {lidar.num_rays!r}")
+    if isinstance(lidar.num_rays, bool) or not isinstance(lidar.num_rays, int) or not 1 <= lidar.num_rays <= MAX_RAYS:
+        raise ValueError(f"lidar num_rays must be an integer from 1 to {MAX_RAYS}, got {lidar.num_rays!r}")
     if not 0.0 < lidar.fov_deg <= 360.0:
         raise ValueError(f"lidar fov_deg must be in (0, 360], got {lidar.fov_deg!r}")
     if not (math.isfinite(lidar.max_range) and lidar.max_range > 0):

@@ -38,6 +38,10 @@ _HALF_DIAGONAL = math.sqrt(2.0) / 2.0
 _AREA_TOLERANCE = 1e-6
 #: A door waypoint must lie within this distance (m) of both rooms it connects.
 _DOOR_TOLERANCE = 0.3
+#: Map coordinates beyond this (m) are a typo, not a building: float32 observations keep centimetres to ~1e5 m.
+MAX_COORDINATE = 1e5
+#: A distance field of more grid nodes than this (~400 MB of float64) is refused with the fix.
+_MAX_FIELD_NODES = 5 * 10**7
 
 
 @dataclass(frozen=True)
@@ -198,8 +202,14 @@ class World:
         key = round(float(resolution), 6)
         if key not in cache:
             xmin, ymin, xmax, ymax = self.bounds
-            xs = xmin + key * np.arange(math.ceil((xmax - xmin) / key) + 1)
-            ys = ymin + key * np.arange(math.ceil((ymax - ymin) / key) + 1)
+            nx_, ny_ = math.ceil((xmax - xmin) / key) + 1, math.ceil((ymax - ymin) / key) + 1
+            if nx_ * ny_ > _MAX_FIELD_NODES:
+                raise ValueError(
+                    f"map {self.name!r} ({self.size[0]:g} x {self.size[1]:g} m) needs {nx_ * ny_:.2g} grid nodes at "
+                    f"resolution {key} m (at most {_MAX_FIELD_NODES:.0g}); use a coarser resolution or a smaller map"
+                )
+            xs = xmin + key * np.arange(nx_)
+            ys = ymin + key * np.arange(ny_)
             gx, gy = np.meshgrid(xs, ys, indexing="ij")
             values = shapely.distance(self._walls_area, shapely.points(gx.ravel(), gy.ravel())).reshape(gx.shape)
             cache[key] = DistanceField((xmin, ymin), key, values)
@@ -405,6 +415,8 @@ def _parse_world(root: Fields, default_name: str) -> World:
     src = root.source
     name = root.text("name", default_name)
     xmin, ymin, xmax, ymax = root.vector("bounds", 4)
+    if max(abs(v) for v in (xmin, ymin, xmax, ymax)) > MAX_COORDINATE:
+        raise root.error("bounds", f"must be within +-{MAX_COORDINATE:g} m, got {[xmin, ymin, xmax, ymax]}")
     if xmax <= xmin or ymax <= ymin:
         raise root.error("bounds", f"must be [xmin, ymin, xmax, ymax] with max > min, got {[xmin, ymin, xmax, ymax]}")
     bounds = (xmin, ymin, xmax, ymax)
@@ -510,7 +522,7 @@ def _parse_world(root: Fields, default_name: str) -> World:
         landmarks=tuple(landmarks),
         starts=starts,
         wall_height=height,
-        description=root.raw("description", ""),
+        description=root.string("description"),
     )
     if len(rooms) > 1:
         graph = world.graph()

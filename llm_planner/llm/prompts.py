@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import jinja2
 import yaml
 
 from llm_planner.llm.backend import Message
+from llm_planner.plan import PlanError
 from sim.world import World
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
@@ -31,6 +33,34 @@ DEFAULT_EXAMPLES = PROMPTS_DIR / "examples.yaml"
 _WORD = re.compile(r"[a-z]+")
 # not ignored: "then", "and", "without"... carry the instruction's structure
 _STOP = frozenset({"a", "an", "the", "to", "of", "please", "go"})
+#: Instructions are a sentence or a few; a longer text is refused before any prompt is built (it would not
+#: fit a small model's context, and reading=spans offers the instruction's phrases as an enum that grows
+#: with its length: 100 kB of text would take minutes to compile into a grammar).
+MAX_INSTRUCTION_CHARS = 1000
+
+
+def check_instruction(text: object) -> str:
+    """The instruction, if a model can be asked about it; PlanError (a ValueError) saying what is wrong
+    otherwise: not text, empty or blank, longer than :data:`MAX_INSTRUCTION_CHARS`, or holding control
+    characters (other than tab and newlines), lone surrogates or U+FFFD (text decoded from bytes that were
+    not UTF-8)."""
+    if not isinstance(text, str):
+        raise PlanError(f"the instruction must be text, got {type(text).__name__}")
+    if not text.strip():
+        raise PlanError(f"the instruction {text!r} is empty; say where the robot should go, e.g. 'Go to the fridge.'")
+    if len(text) > MAX_INSTRUCTION_CHARS:
+        raise PlanError(
+            f"the instruction is {len(text)} characters long (it starts {text[:40]!r}); instructions of at most "
+            f"{MAX_INSTRUCTION_CHARS} characters are read: say where the robot should go in a sentence or two"
+        )
+    for i, c in enumerate(text):
+        kind = unicodedata.category(c)
+        if (kind == "Cc" and c not in "\t\n\r") or kind == "Cs" or c == "\ufffd":
+            what = "a control character" if kind == "Cc" else "not valid Unicode text (was it decoded as UTF-8?)"
+            raise PlanError(
+                f"the instruction holds U+{ord(c):04X} at character {i}: {what}; near {text[max(0, i - 20) : i]!r}"
+            )
+    return text
 
 
 @dataclass(frozen=True)
@@ -141,6 +171,7 @@ class PromptBuilder:
     def messages(
         self, world: World, instruction: str, robot_room: str | None, examples: list[Example]
     ) -> list[Message]:
+        check_instruction(instruction)
         msgs: list[Message] = [{"role": "system", "content": self.system(world)}]
         for ex in examples:
             room = ex.start if self.mode == "llm_route" else None
@@ -152,6 +183,7 @@ class PromptBuilder:
 
     def span_messages(self, instruction: str, bank: ExampleBank, examples: list[Example]) -> list[Message]:
         """reading=spans, step 1: copy the phrases naming the targets and the rooms to avoid."""
+        check_instruction(instruction)
         msgs: list[Message] = [{"role": "system", "content": self.render("system_spans.j2")}]
         for ex in examples:
             spans = bank.spans(ex)
