@@ -33,9 +33,9 @@ DEFAULT_EXAMPLES = PROMPTS_DIR / "examples.yaml"
 _WORD = re.compile(r"[a-z]+")
 # not ignored: "then", "and", "without"... carry the instruction's structure
 _STOP = frozenset({"a", "an", "the", "to", "of", "please", "go"})
-#: Instructions are a sentence or a few; a longer text is refused before any prompt is built (it would not
-#: fit a small model's context, and reading=spans offers the instruction's phrases as an enum that grows
-#: with its length: 100 kB of text would take minutes to compile into a grammar).
+#: Instructions are a sentence or a few; a longer text is refused before any prompt is built: it would not
+#: fit a small model's context, and reading=spans offers the instruction's phrases as an enum that grows with
+#: its length (100 kB of text: 69 000 phrases, a 4 MB schema sent with every request, ~1 s to compile).
 MAX_INSTRUCTION_CHARS = 1000
 
 
