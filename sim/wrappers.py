@@ -130,8 +130,11 @@ class _DelayLine:
 
 class SensorNoise(_Noisy, gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Gaussian lidar noise (``lidar_std``, m), ray dropout (probability per ray and step; a dropped ray
-    reads max range), and odometry drift: a random-walk error on the observed pose whose standard deviation
-    grows by ``odom_xy_std`` m per metre driven and ``odom_yaw_std`` rad per radian turned or metre driven.
+    reads max range), and odometry drift: a random-walk error on the observed pose; each step adds Gaussian
+    error of std ``odom_xy_std`` x the distance moved in that step (m) and ``odom_yaw_std`` x (angle turned +
+    distance moved) (rad), like ROS amcl's odometry model. Over a distance D in steps of length s the position
+    error's std is ``odom_xy_std * sqrt(D * s)`` per axis (so it depends on the step length: 0.02 gives 4.5 mm
+    after 1 m at 0.05 m per step), not ``odom_xy_std`` per metre.
 
     The observed pose (``observation[:4]``, ``achieved_goal``) drifts; ``info["is_success"]`` stays ground
     truth, and ``info["odometry_error"]`` is the current (x, y, yaw) error.

@@ -48,7 +48,7 @@ def test_dropout_reads_max_range_at_the_configured_rate():
     assert np.mean(dropped) == pytest.approx(0.3, abs=0.05)
 
 
-def test_odometry_drift_grows_with_distance_and_success_stays_ground_truth():
+def test_odometry_drifts_only_while_moving_and_success_stays_ground_truth():
     env = make([{"name": "sensor_noise", "lidar_std": 0.0, "odom_xy_std": 0.1, "odom_yaw_std": 0.05}])
     obs, info = env.reset(seed=3, options={"start": (1.0, 3.0, 0.0), "goal": (4.0, 3.0)})
     assert info["odometry_error"] == [0.0, 0.0, 0.0]
@@ -66,6 +66,30 @@ def test_odometry_drift_grows_with_distance_and_success_stays_ground_truth():
     assert obs["observation"][2] == pytest.approx(math.cos(true.yaw + error[2]), abs=1e-5)
     # is_success is judged on the true pose, not on the drifting estimate
     assert info["is_success"] == (math.dist((true.x, true.y), (4.0, 3.0)) <= 0.25)
+
+
+def test_odometry_drift_is_a_random_walk_scaled_by_each_steps_distance():
+    """The drift's model: per step, a Gaussian error of std odom_xy_std x the distance moved in that step (as
+    ROS amcl's odometry alphas), summed; so after steps of lengths m_i its std per axis is
+    odom_xy_std * sqrt(sum m_i^2), which grows with the distance driven. Checked over 50 seeded episodes."""
+    sigma = 0.1
+    env = make([{"name": "sensor_noise", "lidar_std": 0.0, "odom_xy_std": sigma, "odom_yaw_std": 0.0}])
+    errors, predicted = {20: [], 60: []}, {}
+    for seed in range(50):
+        env.reset(seed=seed, options={"start": (0.6, 3.0, 0.0), "goal": (5.6, 3.0)})
+        last, squares = env.unwrapped.pose, 0.0
+        for k in range(1, 61):
+            _, _, _, _, info = env.step(np.array([1.0, 0.0]))
+            pose = env.unwrapped.pose
+            squares += (pose.x - last.x) ** 2 + (pose.y - last.y) ** 2
+            last = pose
+            if k in errors:
+                errors[k].append(info["odometry_error"][:2])
+                predicted[k] = sigma * math.sqrt(squares)
+    spread = {k: np.std(errors[k]) for k in errors}  # both axes together: 100 samples each
+    assert spread[20] == pytest.approx(predicted[20], rel=0.25)
+    assert spread[60] == pytest.approx(predicted[60], rel=0.25)
+    assert spread[60] > 1.5 * spread[20]  # ~3x the distance, ~2.5x the squared steps
 
 
 def test_noise_is_seeded_and_does_not_change_the_envs_sampling():
