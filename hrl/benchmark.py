@@ -1,7 +1,10 @@
 """``hrl-benchmark``: compare planners across task suites, physics backends and seeds (Hydra multirun).
 
 One job runs one planner on one task suite in one backend with one seed, and appends every episode, as
-it finishes, to ``runs/benchmark/<name>/episodes/<planner>__<suite>__<backend>__s<seed>.jsonl``. A sweep
+it finishes, to ``runs/benchmark/<name>/episodes/<planner>__<suite>__<backend>__s<seed>.jsonl``, with the
+conditions it ran under (``conditions``: policy and its file's hash, executor settings, wrappers, the
+planner's parameters). A sweep directory holds one condition: a job whose conditions differ from the
+episodes already there is refused, naming what differs (give it its own ``name=``). A sweep
 that is interrupted and started again with the same ``name`` skips the episodes already there. When the
 sweep ends, :class:`SweepCallback` (in the launching process) aggregates everything into tables, plots and
 ``report.md`` (:mod:`hrl.benchmark_report`); it also shows one progress bar for the whole sweep.
@@ -13,18 +16,19 @@ sweep ends, :class:`SweepCallback` (in the launching process) aggregates everyth
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import threading
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from hrl.cli import CONFIG_DIR, run_hydra_app
 from hrl.config import BenchmarkConfig, plain_wrapper_specs
-from hrl.train import CONFIG_DIR
 
 EPISODES_DIR = "episodes"
 
@@ -67,17 +71,20 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
     path = sweep_dir / EPISODES_DIR / f"{cell}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     wrappers = plain_wrapper_specs(config.wrappers)
-    _check_same_condition(sweep_dir, wrappers)
+    policy = GoalPolicy.load(config.policy)
+    executor = replace(config.executor, max_episode_steps=suite.max_episode_steps)
+    params = planner_params(config.planner)
+    conditions = job_conditions(config, policy.path, executor, params, wrappers)
+    check_same_conditions(sweep_dir, config.planner.name, conditions)
     done = {(r["seed"], r["episode"]) for r in read_rows(path)}
     n_tasks = len(suite.tasks()[: config.episodes])
     if len(done) >= n_tasks:
         return {"cell": cell, "episodes": n_tasks, "new": 0}
     _drop_partial_line(path)
-    policy = GoalPolicy.load(config.policy)
     every = config.trajectory_every
 
     def write(row: dict[str, Any], record: Any) -> None:
-        row = dict(row, backend=config.backend, policy=config.policy, wrappers=wrappers)
+        row = dict(row, backend=config.backend, policy=config.policy, wrappers=wrappers, conditions=conditions)
         row["planner_latencies_s"] = [round(v, 5) for v in record.planner_latency_s]
         trajectory = record.trajectory[::every] + record.trajectory[-1:]
         row["trajectory"] = [[round(x, 2), round(y, 2)] for x, y in trajectory]
@@ -88,9 +95,9 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
         config.planner.name,
         suite,
         policy,
-        planner_params=planner_params(config.planner),
+        planner_params=params,
         seeds=(config.seed,),
-        executor=replace(config.executor, max_episode_steps=suite.max_episode_steps),
+        executor=executor,
         out_dir=None,
         video_episode=None,
         progress=config.progress_bar,
@@ -103,14 +110,51 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
     return {"cell": cell, "episodes": n_tasks, "new": len(result.rows)}
 
 
-def _check_same_condition(sweep_dir: Path, wrappers: list[Any]) -> None:
-    """Refuse to add episodes run with other wrappers to a sweep directory (its statistics would mix them)."""
+#: Conditions every job of a sweep shares; ``planner_params`` must agree among the jobs of one planner.
+SHARED_CONDITIONS = ("policy", "policy_sha256", "executor", "wrappers")
+
+
+def job_conditions(
+    config: BenchmarkConfig, policy_path: Path, executor: Any, planner_params: dict[str, Any], wrappers: list[Any]
+) -> dict[str, Any]:
+    """What an episode's figures depend on besides the sweep's axes (planner, suite, backend, seed): recorded
+    with every episode, and equal across a sweep directory. ``executor.max_episode_steps`` is the suite's."""
+    executor_settings = asdict(executor)
+    executor_settings.pop("max_episode_steps")
+    return json.loads(
+        json.dumps(
+            {
+                "policy": config.policy,
+                "policy_sha256": hashlib.sha256(Path(policy_path).read_bytes()).hexdigest(),
+                "executor": executor_settings,
+                "wrappers": wrappers,
+                "planner_params": planner_params,
+            },
+            default=str,
+        )
+    )
+
+
+def check_same_conditions(sweep_dir: Path, planner: str, conditions: dict[str, Any]) -> None:
+    """Refuse to add episodes to a sweep directory that holds episodes run under other conditions (its
+    statistics would mix them silently); the error names every difference and the fix."""
     for path in sorted((sweep_dir / EPISODES_DIR).glob("*.jsonl")):
         for row in read_rows(path)[:1]:
-            if row.get("wrappers", []) != wrappers:
+            recorded = row.get("conditions")
+            if recorded is None:
+                differences = ["conditions (not recorded: these episodes predate per-episode conditions)"]
+            else:
+                keys = [*SHARED_CONDITIONS, *(["planner_params"] if row.get("planner") == planner else [])]
+                differences = [
+                    f"{key}: {json.dumps(recorded.get(key))} there, {json.dumps(conditions[key])} here"
+                    for key in keys
+                    if recorded.get(key) != conditions[key]
+                ]
+            if differences:
                 raise ValueError(
-                    f"{sweep_dir} holds episodes run with wrappers={row.get('wrappers', [])} ({path.name}), not "
-                    f"wrappers={wrappers}: give this condition its own name=..."
+                    f"{sweep_dir} holds episodes run under other conditions ({path.name}): "
+                    + "; ".join(differences)
+                    + ". A sweep directory compares one condition: give this condition its own name=..."
                 )
 
 
@@ -251,12 +295,9 @@ def register_schemas() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import hydra
-
-    if argv is not None:
-        sys.argv = [sys.argv[0], *argv]
+    """``hrl-benchmark``: ``argv`` (default: the command line) as Hydra overrides; ``sys.argv`` is left as it was."""
     register_schemas()
-    hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="benchmark")(_task)()
+    run_hydra_app(_task, "benchmark", argv)
     return 0
 
 

@@ -242,6 +242,7 @@ def write_report(sweep_dir: Path, command: str | None = None) -> Path:
         "",
         f"Sim-to-real wrappers: {_wrappers(rows)}.",
         "",
+        *_conditions(rows),
         "## Reproduce",
         "",
         "```bash",
@@ -302,6 +303,26 @@ def failure_kind(reason: str) -> str:
 def _wrappers(rows: list[dict[str, Any]]) -> str:
     specs = {json.dumps(r.get("wrappers", [])) for r in rows}
     return "; ".join("none (the nominal simulator)" if spec == "[]" else f"`{spec}`" for spec in sorted(specs))
+
+
+def _conditions(rows: list[dict[str, Any]]) -> list[str]:
+    """The recorded conditions (hrl.benchmark.job_conditions) as report lines: the shared ones once, the
+    planners' parameters per planner."""
+    recorded = [r["conditions"] for r in rows if "conditions" in r]
+    if not recorded:
+        return ["Conditions: not recorded (episodes written before conditions were recorded).", ""]
+    first = recorded[0]
+    params = {r["planner"]: r["conditions"]["planner_params"] for r in rows if "conditions" in r}
+    executor = json.dumps(first["executor"])
+    lines = [
+        f"Policy: `{first['policy']}` (sha256 `{first['policy_sha256'][:12]}`); executor: `{executor}`.",
+        "",
+        "| planner | parameters |",
+        "|---|---|",
+        *(f"| {name} | `{json.dumps(value)}` |" for name, value in sorted(params.items(), key=lambda kv: _rank(kv[0]))),
+        "",
+    ]
+    return lines
 
 
 def _job_config(sweep_dir: Path) -> str:

@@ -32,6 +32,20 @@ def _key(owner: str, name: str) -> str:
     return f"{owner}.{name}" if owner else name
 
 
+def planner_options() -> str:
+    """``graph | sorb | ...``: the registered planners (llm_planner.base.PLANNERS), for error messages."""
+    from llm_planner.base import PLANNERS
+
+    return " | ".join(sorted(PLANNERS))
+
+
+def task_options() -> str:
+    """``apartment_long | maze_long | ...``: the task suites in configs/task/, for error messages."""
+    from hrl.tasks import TASKS_DIR
+
+    return " | ".join(sorted(p.stem for p in TASKS_DIR.glob("*.yaml")))
+
+
 @dataclass
 class EnvConfig:
     """Arguments of ``hrl/RoverNav-v0`` (see docs/environment.md)."""
@@ -217,6 +231,7 @@ class TrainConfig:
     total_steps: int = 30_000
     n_envs: int = 1
     vec_env: str = "dummy"
+    #: torch's thread count, set by ``hrl-train`` (process-wide, so never by the library's ``train()``).
     torch_threads: int = 1
     device: str = "cpu"
     tensorboard: bool = True
@@ -268,17 +283,24 @@ class PlannerConfig:
 
 @dataclass
 class EvalRunConfig:
-    """``hrl-eval``: a policy evaluated on an env (goal reaching), or with a planner on a task suite."""
+    """``hrl-eval``: a policy evaluated on an env (goal reaching), or with a planner on a task suite.
+
+    Goal reaching reads ``env``, ``robot``, ``seed`` and ``episodes``; a planner on a task suite reads
+    ``planner``, ``task``, ``tasks``, ``seeds``, ``executor`` and, of ``env``, only ``backend`` and
+    ``wrappers`` (the rest is the policy's training env on the suite's map). Both read ``policy``,
+    ``video_episodes`` and ``progress_bar``.
+    """
 
     policy: str = DEFAULT_POLICY
     env: EnvConfig = field(default_factory=EnvConfig)
     robot: RobotConfig | None = None
-    episodes: int = 50
-    video_episodes: int = 3
-    seed: int = 20_000
+    episodes: int = 50  # goal reaching: the number of episodes
+    video_episodes: int = 3  # the first n episodes (with a task suite: of the first seed) on video
+    seed: int = 20_000  # goal reaching: the seed of the first episode
     progress_bar: bool = True
     planner: PlannerConfig | None = None
     task: Any = None  # a task suite from configs/task/ (hrl.tasks.TaskSuiteConfig fields)
+    tasks: int | None = None  # with a task suite: its first n tasks (None: all), run once per seed
     seeds: list[int] = field(default_factory=lambda: [0])
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
@@ -288,9 +310,13 @@ class EvalRunConfig:
         if self.video_episodes < 0:
             raise ValueError(f"video_episodes must be >= 0, got {self.video_episodes}")
         if self.task is not None and self.planner is None:
-            raise ValueError("task=... needs a planner: planner=graph | sorb | flat | random")
+            raise ValueError(f"task=... needs a planner: planner={planner_options()}")
         if self.planner is not None and self.task is None:
-            raise ValueError("planner=... needs a task suite: task=apartment_long | maze_long | apartment_multi")
+            raise ValueError(f"planner=... needs a task suite: task={task_options()}")
+        if self.tasks is not None:
+            if self.task is None:
+                raise ValueError("tasks=... counts the tasks of a task suite; goal reaching counts episodes=...")
+            _positive("", "tasks", self.tasks, integer=True)
         if not self.seeds:
             raise ValueError("seeds must name at least one seed")
 
@@ -329,7 +355,7 @@ class BenchmarkConfig:
         if not self.name or "/" in self.name:
             raise ValueError(f"name must be a non-empty directory name, got {self.name!r}")
         if self.task is None:
-            raise ValueError("task must name a task suite: task=apartment_long | maze_long | ...")
+            raise ValueError(f"task must name a task suite: task={task_options()}")
         _choice("", "backend", self.backend, BACKENDS)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")

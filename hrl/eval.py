@@ -1,10 +1,16 @@
-"""``hrl-eval``: evaluate a policy checkpoint on a map and goal mode (Hydra config: configs/eval.yaml).
+"""``hrl-eval``: evaluate a policy checkpoint on a map and goal mode, or a planner with it on a task suite
+(Hydra config: configs/eval.yaml).
 
 Prints a summary and writes ``summary.json`` (success rate, mean steps, collisions, episodes) and
 ``eval.mp4`` into the run directory (``runs/eval/<time>/``).
 
     hrl-eval                                               # shipped policy, local goals, open map
     hrl-eval policy=runs/train/rover_local/<time> env=apartment_local episodes=100
+    hrl-eval planner=graph task=apartment_long tasks=4 seeds=[0,1]   # the first 4 tasks, twice
+
+Each mode reads only some keys (goal reaching: ``env``, ``robot``, ``seed``, ``episodes``; a task suite:
+``planner``, ``task``, ``tasks``, ``seeds``, ``executor``, ``env.backend``, ``env.wrappers``); an override
+of a key the chosen mode would ignore is an error that names the key and the one to use instead.
 """
 
 from __future__ import annotations
@@ -15,8 +21,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from hrl.cli import overridden_keys, run_hydra_app
 from hrl.config import EvalRunConfig, plain_wrapper_specs
-from hrl.train import CONFIG_DIR, register_schemas
+from hrl.train import register_schemas
+
+#: Keys a mode does not read -> why, and what to use instead. ``hrl-eval`` refuses an override of one
+#: (it would otherwise be dropped silently). The most specific key matches first.
+IGNORED_WITH_A_TASK = {
+    "env": "a suite runs in the policy's own training env on the suite's map; of env, only env.backend and "
+    "env.wrappers (env/wrappers=...) apply",
+    "env.map": "the map is the task suite's (task.map); choose a suite on that map or write one in configs/task/",
+    "env.max_steps": "the step budget is the suite's: set task.max_episode_steps=N",
+    "robot": "the robot is the policy's own (its .policy.yaml)",
+    "seed": "use seeds=[...] (the suite is run once per seed)",
+    "episodes": "use tasks=N (the first N tasks of the suite, run once per seed)",
+}
+IGNORED_WITHOUT_A_TASK = {
+    "seeds": "goal reaching uses seed=N",
+    "tasks": "goal reaching counts episodes=N",
+    "executor": "the subgoal executor runs only with planner=... task=...",
+}
+READ_WITH_A_TASK = ("env.backend", "env.wrappers", "env/wrappers")
 
 
 def fail(message: str) -> None:
@@ -70,8 +95,28 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
     return doc
 
 
+def ignored_overrides(keys: list[str], with_task: bool) -> list[str]:
+    """The overridden ``keys`` the mode (``with_task``: a planner on a task suite) would ignore, each with why
+    and what to use instead."""
+    table = IGNORED_WITH_A_TASK if with_task else IGNORED_WITHOUT_A_TASK
+    read = READ_WITH_A_TASK if with_task else ()
+    problems = []
+    for key in keys:
+        if any(key == k or key.startswith((f"{k}.", f"{k}/")) for k in read):
+            continue
+        match = next(
+            (k for k in sorted(table, key=len, reverse=True) if key == k or key.startswith((f"{k}.", f"{k}/"))), None
+        )
+        if match is not None:
+            problems.append(f"{key}: {table[match]}")
+    return problems
+
+
 def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
-    """``planner=<name> task=<suite>``: the planner with the policy on every episode of the suite."""
+    """``planner=<name> task=<suite>``: the planner with the policy on the suite's first ``config.tasks``
+    tasks (all when None), once per seed in ``config.seeds``, in the policy's training env on the suite's map
+    with ``config.env.backend`` and ``config.env.wrappers``; a video of the first ``config.video_episodes``
+    episodes of the first seed."""
     from omegaconf import OmegaConf
 
     from hrl.hierarchy_eval import markdown_table, run_suite
@@ -81,6 +126,11 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
     config.validate()
     task = config.task if isinstance(config.task, dict) else OmegaConf.to_container(config.task)
     suite = suite_from_dict(task)
+    n_tasks = len(suite.episodes)
+    if config.tasks is not None and config.tasks > n_tasks:
+        raise ValueError(
+            f"tasks={config.tasks}, but task suite {suite.name!r} has {n_tasks} tasks; use tasks<={n_tasks}"
+        )
     policy = GoalPolicy.load(config.policy)
     result = run_suite(
         config.planner.name,
@@ -90,9 +140,9 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
         seeds=tuple(config.seeds),
         executor=replace(config.executor, max_episode_steps=suite.max_episode_steps),
         out_dir=out_dir,
-        video_episode=0 if config.video_episodes > 0 else None,
+        video_episode=range(config.video_episodes),
         progress=config.progress_bar,
-        limit=config.episodes,
+        limit=config.tasks,
         backend=config.env.backend,
         wrappers=plain_wrapper_specs(config.env.wrappers),
     )
@@ -122,7 +172,12 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     except ValueError as err:  # a dataclass rejected a value (e.g. executor.stuck_window=0)
         fail(str(err))
     out_dir = Path(HydraConfig.get().runtime.output_dir)
-    if config.task is not None or config.planner is not None:
+    with_task = config.task is not None or config.planner is not None
+    ignored = ignored_overrides(overridden_keys(HydraConfig.get().overrides.task), with_task)
+    if ignored:
+        mode = "with planner=... task=..." if with_task else "without planner=... task=... (goal reaching)"
+        fail(f"{mode}, these overrides would be ignored:\n  " + "\n  ".join(ignored))
+    if with_task:
         try:
             summary = run_hierarchical(config, out_dir)
         except (ValueError, FileNotFoundError) as err:
@@ -147,12 +202,9 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
 
 
 def main(argv: list[str] | None = None) -> int:
-    import hydra
-
-    if argv is not None:
-        sys.argv = [sys.argv[0], *argv]
+    """``hrl-eval``: ``argv`` (default: the command line) as Hydra overrides; ``sys.argv`` is left as it was."""
     register_schemas()
-    hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="eval")(_task)()
+    run_hydra_app(_task, "eval", argv)
     return 0
 
 

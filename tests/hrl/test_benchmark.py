@@ -63,6 +63,39 @@ def test_sweep_writes_episodes_tables_plots_and_report(sweep):
     assert "hrl-benchmark: 100%" in out.stderr  # one progress bar for the whole sweep
 
 
+def test_every_episode_records_the_conditions_it_ran_under(sweep):
+    """Policy (and its file's hash), executor settings, wrappers and the planner's parameters, per episode;
+    the report states them."""
+    import hashlib
+
+    from hrl.policy import resolve_policy_path
+
+    sweep_dir, _ = sweep
+    policy_hash = hashlib.sha256(resolve_policy_path("shipped:rover_local").read_bytes()).hexdigest()
+    rows = [r for path in sorted((sweep_dir / EPISODES_DIR).glob("*.jsonl")) for r in read_rows(path)]
+    assert len(rows) == 8
+    for row in rows:
+        conditions = row["conditions"]
+        assert conditions["policy"] == "shipped:rover_local" and conditions["policy_sha256"] == policy_hash
+        assert conditions["executor"]["max_replans"] == 3 and "max_episode_steps" not in conditions["executor"]
+        assert conditions["wrappers"] == [] and isinstance(conditions["planner_params"], dict)
+    report = (sweep_dir / "report.md").read_text()
+    assert f"Policy: `shipped:rover_local` (sha256 `{policy_hash[:12]}`)" in report and "| graph | `" in report
+
+
+def test_a_sweep_directory_refuses_episodes_run_under_other_executor_settings(sweep):
+    """One more job with other executor settings in the same sweep name would mix conditions silently:
+    refused before it runs, naming what differs and the fix."""
+    sweep_dir, _ = sweep
+    before = {p.name: p.read_text() for p in (sweep_dir / EPISODES_DIR).glob("*.jsonl")}
+    cell = ["planner=graph", "task=apartment_long", "backend=mujoco", "seed=1", "episodes=1"]
+    mixed = hrl_benchmark(sweep_dir, "name=test_sweep", *cell, "executor.max_replans=0", check=False)
+    assert mixed.returncode != 0
+    err = mixed.stderr + mixed.stdout
+    assert '"max_replans": 3' in err and '"max_replans": 0' in err and "give this condition its own name=" in err
+    assert {p.name: p.read_text() for p in (sweep_dir / EPISODES_DIR).glob("*.jsonl")} == before
+
+
 def test_restarted_sweep_skips_done_episodes_and_redoes_a_cut_one(sweep):
     sweep_dir, _ = sweep
     path = sweep_dir / EPISODES_DIR / "graph__apartment_long__mujoco__s0.jsonl"
@@ -77,6 +110,8 @@ def test_restarted_sweep_skips_done_episodes_and_redoes_a_cut_one(sweep):
     rows = read_rows(path)
     assert sorted((r["seed"], r["episode"]) for r in rows) == [(0, 0), (0, 1)]  # redone once, no duplicate
     assert rows[0] == json.loads(lines[0])  # what was there is kept
+    cut = json.loads(lines[1])
+    assert (rows[1]["trajectory"], rows[1]["steps"]) == (cut["trajectory"], cut["steps"])  # the same episode again
     assert count_episodes(sweep_dir) == 8
 
 
@@ -146,7 +181,8 @@ def test_a_sweep_runs_through_wrappers_and_never_mixes_conditions(sweep, tmp_pat
     assert row["wrappers"] == [{"name": "sensor_noise", "lidar_std": 0.03}, {"name": "action_latency", "steps": 2}]
     nominal = read_rows(nominal_dir / EPISODES_DIR / "graph__apartment_long__mujoco__s0.jsonl")[0]
     assert nominal["wrappers"] == [] and (row["seed"], row["episode"]) == (nominal["seed"], nominal["episode"])
-    assert row["steps"] != nominal["steps"]
+    # The same episode (the restart test shows a nominal episode replays exactly) drives another path.
+    assert row["trajectory"][0] == nominal["trajectory"][0] and row["trajectory"] != nominal["trajectory"]
     assert "Sim-to-real wrappers: `[{" in (noisy_dir / "report.md").read_text()
     mixed = hrl_benchmark(noisy_dir, "name=noisy", *cell[:-1], "episodes=2", check=False)
     assert mixed.returncode != 0
