@@ -5,10 +5,12 @@ planned as usual. The backends themselves refuse what UTF-8 cannot carry and pro
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_planner.base import Scene, Task
-from llm_planner.llm.backend import LLMError, make_backend
-from llm_planner.llm.prompts import MAX_INSTRUCTION_CHARS
+from llm_planner.llm.backend import LLMError, check_messages, make_backend
+from llm_planner.llm.prompts import MAX_INSTRUCTION_CHARS, ExampleBank, PromptBuilder, load_examples
 from llm_planner.plan import PlanError
 from llm_planner.planners.llm import LLMPlanner
 from sim.world import load_world
@@ -67,6 +69,29 @@ def test_odd_but_valid_instructions_are_planned(world, text):
         )
     assert plan.subgoals[-1].target.name == "fridge"
     assert text.strip() in server.requests[0]["body"]["messages"][-1]["content"]
+
+
+@pytest.fixture(scope="module")
+def prompts(world):
+    return ExampleBank(load_examples(), world), [PromptBuilder("llm_goals"), PromptBuilder("llm_route")]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    text=st.text(max_size=MAX_INSTRUCTION_CHARS + 50)
+    | st.binary(max_size=200).map(lambda b: b.decode("utf-8", "surrogateescape"))  # bytes as a CLI reads them
+)
+def test_any_text_is_refused_by_name_or_becomes_messages_every_backend_accepts(world, prompts, text):
+    bank, builders = prompts
+    for builder in builders:
+        try:
+            messages = builder.messages(world, text, "hallway", bank.first(2))
+            spans = builder.span_messages(text, bank, bank.first(2))
+        except PlanError as err:
+            assert str(err).startswith("the instruction ")
+            continue
+        check_messages(messages)  # raises LLMError if any backend would choke on it
+        check_messages(spans)
 
 
 def test_openai_backend_refuses_text_utf8_cannot_carry_without_sending_it():
