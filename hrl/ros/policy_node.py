@@ -108,7 +108,8 @@ PARAMS = [
     Param(
         "latency_log",
         "",
-        "file to write each cycle's /odom-arrival-to-/cmd_vel latency to at exit (JSON; the last 200000 cycles)",
+        "file to write each cycle's /odom-arrival-to-/cmd_vel latency, policy and publish times to at exit "
+        "(JSON; the last 200000 cycles)",
         lambda v: None,
     ),
 ]
@@ -173,14 +174,15 @@ class PolicyNode(Node):
         self.timer = self.create_timer(1.0 / p["control_hz"], self.on_timer)
         self.stopped = False
         # s from the arrival of the /odom message a command is based on to its publish (bounded)
-        self.latencies = LatencyLog() if p["latency_log"] else None
+        self.latencies = LatencyLog(("latency_s", "policy_s", "publish_s")) if p["latency_log"] else None
         self.odom_arrival = 0.0
         log = self.get_logger()
         cfg = self.safety.config
         log.info(
             f"policy {policy.path.name}: {len(self.controller.angles)} lidar sectors, limits {max_linear} m/s, "
             f"{max_angular} rad/s, {cfg.max_linear_accel} m/s^2, {cfg.max_angular_accel} rad/s^2, proximity stop "
-            f"{cfg.stop_distance} m, {p['control_hz']} Hz; QoS /odom {p['odom_qos']}, /scan {p['scan_qos']}"
+            f"{cfg.stop_distance} m, {p['control_hz']} Hz, inference {self.controller.inference}; "
+            f"QoS /odom {p['odom_qos']}, /scan {p['scan_qos']}"
         )
         log.info(self._frames_summary())
 
@@ -349,6 +351,7 @@ class PolicyNode(Node):
             return
         now = time.monotonic()
         v = w = 0.0
+        policy_s = 0.0
         goal = self.tracker.goal
         if goal is not None and self.pose is not None and self.ranges is not None:
             status = self.tracker.update((self.pose[0], self.pose[1]), now)
@@ -359,13 +362,16 @@ class PolicyNode(Node):
                 self.get_logger().info(f"subgoal ({gx:.2f}, {gy:.2f}) {status}")
             else:
                 v, w = self.controller.command(self.pose, self.velocity, self.ranges, goal)
+                policy_s = time.monotonic() - now
         v, w, reason = self.safety.command(v, w, now, self.odom_time, self.scan_time)
         if reason != self.last_reason and reason is not None and goal is not None:
             self.get_logger().warning(f"stopped: {reason}")
         self.last_reason = reason
+        before_publish = time.monotonic()
         self.publish(v, w)
         if self.latencies is not None and self.odom_time is not None:
-            self.latencies.add(time.monotonic() - self.odom_arrival)
+            done = time.monotonic()
+            self.latencies.add(done - self.odom_arrival, policy_s, done - before_publish)
 
     def publish(self, v: float, w: float) -> None:
         if self.stopped and (v, w) != (0.0, 0.0):

@@ -295,13 +295,14 @@ def test_acceleration_limits_ramp_commands_but_stops_are_immediate():
 
 
 def test_the_latency_log_keeps_a_bounded_window_oldest_first():
-    log = LatencyLog(capacity=5)
+    log = LatencyLog(("latency_s", "policy_s"), capacity=5)
     for k in range(12):
-        log.add(float(k))
-    assert log.count == 12 and log.values() == [7.0, 8.0, 9.0, 10.0, 11.0]
-    short = LatencyLog(capacity=5)
+        log.add(float(k), k / 10)
+    assert log.count == 12
+    assert log.values() == {"latency_s": [7.0, 8.0, 9.0, 10.0, 11.0], "policy_s": [0.7, 0.8, 0.9, 1.0, 1.1]}
+    short = LatencyLog(("latency_s",), capacity=5)
     short.add(1.0)
-    assert short.values() == [1.0]
+    assert short.values() == {"latency_s": [1.0]}
 
 
 def test_the_controllers_direct_inference_gives_sb3_predicts_actions():
