@@ -3,6 +3,7 @@ reaches a subgoal; stale sensors, a NaN pose, bad scan geometry, a NaN subgoal a
 commands, not silence); commands never exceed the limits;
 shutdown publishes a final zero; bad parameters stop the node with a clear message."""
 
+import importlib.util
 import math
 import signal
 import subprocess
@@ -92,6 +93,8 @@ def test_policy_node_on_an_independent_base(processes, rclpy_node):
         ("hrl.ros.policy_node", "control_hz:=-5.0",
          "parameter 'control_hz' = -5.0 must be a finite number > 0 (rate of /cmd_vel (Hz))"),
         ("hrl.ros.policy_node", "policy:=/no/such/model.zip", "parameter 'policy' = '/no/such/model.zip'"),
+        ("hrl.ros.policy_node", "laser_pose:=0.1,0.0", "parameter 'laser_pose' = '0.1,0.0' must be 'x,y,yaw'"),
+        ("hrl.ros.policy_node", "scan_qos:=best_effort", "must be one of sensor_data, reliable, latched"),
         ("hrl.ros.planner_node", "planner:=astar", "unknown planner 'astar'; available:"),
         ("hrl.ros.planner_node", "planner_params_file:=/no/such.yaml", "must be an existing YAML file"),
         ("hrl.ros.sim_robot_node", "map:=kitchenette", "cannot build the simulated robot: unknown map 'kitchenette'"),
@@ -104,3 +107,13 @@ def test_bad_parameter_stops_the_node_with_a_clear_message(ros_domain, module, p
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     assert message in done.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tf2_ros") is not None, reason="tf2_ros is installed here")
+def test_laser_pose_from_tf_without_tf2_says_what_to_do_instead(ros_domain):
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.ros.policy_node", "--ros-args", "-p", "laser_pose:=tf"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "needs tf2_ros" in done.stderr and "give the pose as 'x,y,yaw' instead" in done.stderr
