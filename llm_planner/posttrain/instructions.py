@@ -379,7 +379,8 @@ class InstructionGenerator:
             return None
         targets = rng.sample(candidates, n_targets)
         phrases: list[str] = []
-        style = {"alias": "alias", "indirect": "description", "typo": rng.choice(["name", "alias"])}.get(category)
+        forced = {"single": "name", "alias": "alias", "indirect": "description", "typo": rng.choice(["name", "alias"])}
+        style = forced.get(category)
         refs = {slot: self._ref(t, split, rng, style, phrases) for slot, t in zip("abc", targets, strict=False)}
         goals = list(targets)
         avoid: list[str] = []
