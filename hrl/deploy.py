@@ -183,17 +183,12 @@ def _task(cfg: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import hydra
     from hydra.core.config_store import ConfigStore
 
+    from hrl.cli import run_hydra_app
+
     ConfigStore.instance().store(name="deploy_schema", node=DeployConfig)
-    saved = sys.argv  # Hydra reads its overrides from sys.argv only: set it for the call, then give it back
-    if argv is not None:
-        sys.argv = [sys.argv[0], *argv]
-    try:
-        hydra.main(version_base=None, config_path=str(ROOT / "configs"), config_name="deploy")(_task)()
-    finally:
-        sys.argv = saved
+    run_hydra_app(_task, "deploy", argv)  # sys.argv is the caller's again afterwards
     return 0
 
 
