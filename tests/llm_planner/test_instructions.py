@@ -8,6 +8,7 @@ import re
 import pytest
 
 from hrl.tasks import load_suite, suite_from_dict
+from llm_planner.planners.common import goal_point
 from llm_planner.planners.graph import GraphPlanner, room_name
 from llm_planner.posttrain.instructions import (
     CATEGORIES,
@@ -178,8 +179,6 @@ def test_category_golds_mean_what_the_sentences_say(generated, worlds):
     for i in items:
         if i.map == "house" and i.category == "avoid":
             s = house.starts[i.start]
-            from llm_planner.planners.common import goal_point
-
             route = router.route(house, (s.x, s.y), goal_point(i.goals[0], house))
             changed += i.avoid[0] in {room_name(house, p) for p in route}
     assert changed > 0
