@@ -54,7 +54,7 @@ def test_run_suite_writes_rows_summary_and_plan_video(tmp_path):
     suite = load_suite("apartment_long")
     suite = replace(suite, episodes=suite.episodes[2:4])
     result = run_suite(
-        "graph", suite, GoalPolicy.load("shipped:rover_local"), out_dir=tmp_path, video_episode=0, progress=False
+        "graph", suite, GoalPolicy.load("shipped:rover_local"), out_dir=tmp_path, video_episode=[1], progress=False
     )
     assert len(result.rows) == 2
     assert set(result.rows[0]) >= {
@@ -74,7 +74,8 @@ def test_run_suite_writes_rows_summary_and_plan_video(tmp_path):
     assert {"plan", "subgoal_started", "subgoal_reached", "done"} <= kinds
     assert {e["episode"] for e in events} == {0, 1}
     assert json.loads((tmp_path / "summary.json").read_text())["episodes"] == 2
-    assert (tmp_path / "graph_apartment_long_ep0.mp4").stat().st_size > 0
+    assert (tmp_path / "graph_apartment_long_ep1.mp4").stat().st_size > 0  # the episodes asked for, only
+    assert not (tmp_path / "graph_apartment_long_ep0.mp4").exists()
 
 
 def test_hrl_eval_hierarchical_cli(tmp_path):
