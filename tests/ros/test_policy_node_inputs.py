@@ -99,6 +99,9 @@ def test_best_effort_and_reliable_sensor_publishers_both_drive_the_node(processe
     policy = processes.start("hrl.ros.policy_node", *NODE)
     base = StandIn(rclpy_node, qos="sensor_data")  # best effort: what lidar drivers and sim bridges send
     assert base.drive(90), "a best-effort /scan and /odom must drive the node\n" + processes.log(policy)
+    assert "frames: laser pose in 'base_link' 0,0,0 (parameter laser_pose); assuming 'map' = 'odom'" in processes.log(
+        policy
+    ), "the map = odom assumption is stated at start"
     base.publishers(None)  # the sensors go quiet: the node stops...
     assert base.spin(base.stopped, 10), processes.log(policy)
     base.publishers("reliable")  # ...and a reliable base drives it again
