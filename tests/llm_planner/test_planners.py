@@ -133,7 +133,10 @@ def test_sorb_graph_respects_cutoff_and_finds_path(planners):
     assert graph.number_of_nodes() == planner.n_nodes and graph.number_of_edges() > 0
     cutoff = planner.max_edge_steps
     assert all(d["steps"] <= cutoff for _, _, d in graph.edges(data=True))  # cutoff respected
-    assert all(d["weight"] == d["steps"] + planner.edge_penalty for _, _, d in graph.edges(data=True))
+    # float32 critic outputs: equal to float32 precision
+    assert all(
+        d["weight"] == pytest.approx(d["steps"] + planner.edge_penalty, rel=1e-6) for *_, d in graph.edges(data=True)
+    )
     # predicted distances grow with real distances on average (the critic is a distance estimate)
     w = np.array([d["steps"] for _, _, d in graph.edges(data=True)])
     e = np.array([math.dist(graph.nodes[u]["position"], graph.nodes[v]["position"]) for u, v in graph.edges()])
