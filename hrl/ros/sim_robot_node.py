@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -100,8 +101,9 @@ class SimRobotNode(Node):
         self.max_linear, self.max_angular = spec.limits.max_linear_velocity, spec.limits.max_angular_velocity
         self.angles = spec.lidar.angles()
         self.range_min, self.range_max = spec.lidar.min_range, spec.lidar.max_range
-        self.cmd = (0.0, 0.0)
-        self.cmd_time = -math.inf
+        # commands as they arrived, (monotonic time, v, w), oldest first; each step takes the one it is due
+        self.cmds: deque[tuple[float, float, float]] = deque(maxlen=256)
+        self.held = (-math.inf, 0.0, 0.0)  # the latest command already in force
         qos.subscribe(self, Twist, p["cmd_vel_topic"], self.on_cmd, p["cmd_vel_qos"], "cmd_vel_qos")
         self.odom_pub = qos.advertise(self, Odometry, p["odom_topic"], p["odom_qos"], "odom_qos")
         self.scan_pub = qos.advertise(self, LaserScan, p["scan_topic"], p["scan_qos"], "scan_qos")
@@ -113,9 +115,23 @@ class SimRobotNode(Node):
         self.publish_state()
         self.get_logger().info(f"simulated {p['robot']} in {p['map']!r} at {p['control_hz']} Hz")
 
-    def on_cmd(self, msg: Any) -> None:
-        self.cmd = (float(msg.linear.x), float(msg.angular.z))
-        self.cmd_time = time.monotonic()
+    def on_cmd(self, msg: Any, info: Any) -> None:
+        now = time.monotonic()
+        # when DDS received it (system clock), as a base would, not when the executor got round to this
+        # callback (late on a loaded machine); rmw implementations without it report 0
+        received_ns = info["received_timestamp"]
+        t = now - max(0.0, time.time() - received_ns * 1e-9) if received_ns else now
+        self.cmds.append((t, float(msg.linear.x), float(msg.angular.z)))
+
+    def command_at(self, t: float) -> tuple[float, float]:
+        """The command the base holds at monotonic time ``t`` (not before an earlier call's): the latest
+        received by then; zero once it is older than ``cmd_timeout_s`` or not finite."""
+        while self.cmds and self.cmds[0][0] <= t:
+            self.held = self.cmds.popleft()
+        t_cmd, v, w = self.held
+        if t - t_cmd > self.p["cmd_timeout_s"] or not (math.isfinite(v) and math.isfinite(w)):
+            return 0.0, 0.0
+        return v, w
 
     def periods_due(self, now: float) -> int:
         """Control periods due at ``now`` and not simulated yet (rounded: a tick a little early or late
@@ -136,12 +152,11 @@ class SimRobotNode(Node):
                 f"{self.dropped * self.period:.2f} s behind wall-clock time",
                 throttle_duration_sec=5.0,
             )
-        v, w = self.cmd if now - self.cmd_time <= self.p["cmd_timeout_s"] else (0.0, 0.0)
-        if not (math.isfinite(v) and math.isfinite(w)):
-            v = w = 0.0
-        action = np.clip([v / self.max_linear, w / self.max_angular], -1.0, 1.0)
-        for _ in range(min(due, cap)):
-            self.env.step(action)
+        # each period stepped ends at t0 + k * period and runs on the command held then (like the replay
+        # in hrl-sim2real); dropped periods are the oldest ones
+        for k in range(self.steps + due - min(due, cap) + 1, self.steps + due + 1):
+            v, w = self.command_at(self.t0 + k * self.period)
+            self.env.step(np.clip([v / self.max_linear, w / self.max_angular], -1.0, 1.0))
         self.steps += due
         self.publish_state()
 
@@ -166,7 +181,8 @@ class SimRobotNode(Node):
         self.scan_pub.publish(scan)
 
     def stop(self) -> None:
-        self.cmd = (0.0, 0.0)
+        self.cmds.clear()
+        self.held = (-math.inf, 0.0, 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:

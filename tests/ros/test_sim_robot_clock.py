@@ -37,12 +37,12 @@ def drive_under_load(busy_s: float, every_s: float, seconds: float, **params):
         executor.add_node(robot)
         executor.add_node(other)
         deadline = time.monotonic() + 10
-        while robot.cmd == (0.0, 0.0) and time.monotonic() < deadline:  # DDS delivers the command
-            msg = Twist()
-            msg.linear.x = SPEED
+        msg = Twist()
+        msg.linear.x = SPEED
+        while not robot.cmds and time.monotonic() < deadline:  # DDS delivers the command
             cmd.publish(msg)
             executor.spin_once(timeout_sec=0.05)
-        assert robot.cmd == (SPEED, 0.0)
+        assert robot.cmds and robot.cmds[-1][1:] == (SPEED, 0.0)
         other.create_timer(every_s, lambda: time.sleep(busy_s))
         end = time.monotonic() + seconds
         while time.monotonic() < end:
