@@ -3,11 +3,12 @@
 One job runs one planner on one task suite in one backend with one seed, and appends every episode, as
 it finishes, to ``runs/benchmark/<name>/episodes/<planner>__<suite>__<backend>__s<seed>.jsonl``, with the
 conditions it ran under (``conditions``: policy and its file's hash, executor settings, wrappers, the
-planner's parameters). A sweep directory holds one condition: a job whose conditions differ from the
-episodes already there is refused, naming what differs (give it its own ``name=``). A sweep
-that is interrupted and started again with the same ``name`` skips the episodes already there. When the
-sweep ends, :class:`SweepCallback` (in the launching process) aggregates everything into tables, plots and
-``report.md`` (:mod:`hrl.benchmark_report`); it also shows one progress bar for the whole sweep.
+planner's parameters, the task suite's definition). A sweep directory holds one condition: a job whose
+conditions differ from the episodes already there is refused, naming what differs (give it its own
+``name=``). A sweep that is interrupted and started again with the same ``name`` skips the episodes already
+there. When the sweep ends, :class:`SweepCallback` (in the launching process) aggregates everything into
+tables, plots and ``report.md`` (:mod:`hrl.benchmark_report`); it also shows one progress bar for the
+whole sweep.
 
     hrl-benchmark                                            # the grid of configs/benchmark.yaml
     hrl-benchmark name=quick planner=graph,flat task=apartment_long seed=0,1 episodes=3
@@ -74,8 +75,8 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
     policy = GoalPolicy.load(config.policy)
     executor = replace(config.executor, max_episode_steps=suite.max_episode_steps)
     params = planner_params(config.planner)
-    conditions = job_conditions(config, policy.path, executor, params, wrappers)
-    check_same_conditions(sweep_dir, config.planner.name, conditions)
+    conditions = job_conditions(config, policy.path, executor, params, wrappers, task)
+    check_same_conditions(sweep_dir, config.planner.name, suite.name, conditions)
     done = {(r["seed"], r["episode"]) for r in read_rows(path)}
     n_tasks = len(suite.tasks()[: config.episodes])
     if len(done) >= n_tasks:
@@ -110,12 +111,18 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
     return {"cell": cell, "episodes": n_tasks, "new": len(result.rows)}
 
 
-#: Conditions every job of a sweep shares; ``planner_params`` must agree among the jobs of one planner.
+#: Conditions every job of a sweep shares; ``planner_params`` must agree among the jobs of one planner, and
+#: ``task_sha256`` (the suite's definition) among the jobs of one suite.
 SHARED_CONDITIONS = ("policy", "policy_sha256", "executor", "wrappers")
 
 
 def job_conditions(
-    config: BenchmarkConfig, policy_path: Path, executor: Any, planner_params: dict[str, Any], wrappers: list[Any]
+    config: BenchmarkConfig,
+    policy_path: Path,
+    executor: Any,
+    planner_params: dict[str, Any],
+    wrappers: list[Any],
+    task: dict[str, Any],
 ) -> dict[str, Any]:
     """What an episode's figures depend on besides the sweep's axes (planner, suite, backend, seed): recorded
     with every episode, and equal across a sweep directory. ``executor.max_episode_steps`` is the suite's."""
@@ -129,13 +136,14 @@ def job_conditions(
                 "executor": executor_settings,
                 "wrappers": wrappers,
                 "planner_params": planner_params,
+                "task_sha256": hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest(),
             },
             default=str,
         )
     )
 
 
-def check_same_conditions(sweep_dir: Path, planner: str, conditions: dict[str, Any]) -> None:
+def check_same_conditions(sweep_dir: Path, planner: str, suite: str, conditions: dict[str, Any]) -> None:
     """Refuse to add episodes to a sweep directory that holds episodes run under other conditions (its
     statistics would mix them silently); the error names every difference and the fix."""
     for path in sorted((sweep_dir / EPISODES_DIR).glob("*.jsonl")):
@@ -144,7 +152,11 @@ def check_same_conditions(sweep_dir: Path, planner: str, conditions: dict[str, A
             if recorded is None:
                 differences = ["conditions (not recorded: these episodes predate per-episode conditions)"]
             else:
-                keys = [*SHARED_CONDITIONS, *(["planner_params"] if row.get("planner") == planner else [])]
+                keys = [
+                    *SHARED_CONDITIONS,
+                    *(["planner_params"] if row.get("planner") == planner else []),
+                    *(["task_sha256"] if row.get("suite") == suite else []),
+                ]
                 differences = [
                     f"{key}: {json.dumps(recorded.get(key))} there, {json.dumps(conditions[key])} here"
                     for key in keys

@@ -79,6 +79,7 @@ def test_every_episode_records_the_conditions_it_ran_under(sweep):
         assert conditions["policy"] == "shipped:rover_local" and conditions["policy_sha256"] == policy_hash
         assert conditions["executor"]["max_replans"] == 3 and "max_episode_steps" not in conditions["executor"]
         assert conditions["wrappers"] == [] and isinstance(conditions["planner_params"], dict)
+        assert len(conditions["task_sha256"]) == 64
     report = (sweep_dir / "report.md").read_text()
     assert f"Policy: `shipped:rover_local` (sha256 `{policy_hash[:12]}`)" in report and "| graph | `" in report
 
