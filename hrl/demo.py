@@ -49,7 +49,7 @@ UNCHECKED = "executed as read; reading not checked"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hrl-demo", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="hrl-demo", description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("instruction", nargs="?", default=DEFAULT_INSTRUCTION, help=f"default: {DEFAULT_INSTRUCTION!r}")
     p.add_argument("--map", default="apartment", help="map name or path of a map .yaml (default: apartment)")
     p.add_argument("--start", default="bedroom", help="a named start of the map, or x,y,yaw (default: bedroom)")
