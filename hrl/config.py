@@ -113,6 +113,22 @@ class RobotConfig:
 
 
 @dataclass
+class RobotOverrides:
+    """``hrl-eval``'s ``robot.*``: each field set replaces the evaluated policy's own robot setting; None keeps
+    it (the default: the robot the policy was trained with)."""
+
+    name: str | None = None
+    lidar_rays: int | None = None
+    lidar_fov_deg: float | None = None
+    lidar_max_range: float | None = None
+
+    def apply(self, robot: RobotConfig) -> RobotConfig:
+        from dataclasses import asdict, replace
+
+        return replace(robot, **{k: v for k, v in asdict(self).items() if v is not None})
+
+
+@dataclass
 class AlgoConfig:
     """Hyper-parameters; ``None`` means "the stable-baselines3 default". Fields of other algorithms
     are ignored (off-policy: buffer / tau / train_freq / HER; on-policy: n_steps / n_epochs / clip)."""
@@ -293,7 +309,7 @@ class EvalRunConfig:
 
     policy: str = DEFAULT_POLICY
     env: EnvConfig = field(default_factory=EnvConfig)
-    robot: RobotConfig | None = None
+    robot: RobotOverrides = field(default_factory=RobotOverrides)  # goal reaching: robot.* replace the policy's
     episodes: int = 50  # goal reaching: the number of episodes
     video_episodes: int = 3  # the first n episodes (with a task suite: of the first seed) on video
     seed: int = 20_000  # goal reaching: the seed of the first episode

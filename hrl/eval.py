@@ -60,7 +60,7 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
 
     config.validate()
     policy = GoalPolicy.load(config.policy)
-    robot = config.robot or policy.robot_config
+    robot = config.robot.apply(policy.robot_config)
     kwargs = config.env.make_kwargs(robot)
     env = gym.make(config.env.id, render_mode="rgb_array" if config.video_episodes else None, **kwargs)
     policy.check_compatible(env.observation_space)

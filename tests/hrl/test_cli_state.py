@@ -77,6 +77,7 @@ def test_library_train_runs_off_the_main_thread_and_changes_nothing_process_wide
         (["planner=graph", "task=apartment_long", "env.control_hz=5", "env=apartment_local"],
          ["env.control_hz: a suite runs in the policy's own training env", "env: a suite runs"]),
         (["planner=graph", "task=apartment_long", "+robot=rover"], ["robot: the robot is the policy's own"]),
+        (["planner=graph", "task=apartment_long", "robot.lidar_rays=12"], ["robot.lidar_rays: the robot is the"]),
         (["planner=graph", "task=apartment_long", "seed=3"], ["seed: use seeds=[...]"]),
         (["planner=graph", "task=apartment_long", "episodes=2"], ["episodes: use tasks=N"]),
         (["seeds=[1,2]"], ["seeds: goal reaching uses seed=N"]),

@@ -119,3 +119,17 @@ def test_hrl_eval_cli_bad_map(tmp_path):
         timeout=300,
     )
     assert done.returncode == 2 and "unknown map 'attic'" in done.stderr
+
+
+def test_hrl_eval_robot_overrides_replace_the_policys_own_settings(tmp_path, capsys):
+    """robot.* in goal reaching: each key set replaces the policy's robot setting (it crashed on composition);
+    one the policy cannot run with is refused with the two observation shapes."""
+    from hrl.eval import main
+
+    common = ["episodes=1", "video_episodes=0", "progress_bar=false"]
+    main([*common, "robot.lidar_max_range=3.0", f"hydra.run.dir={tmp_path / 'short'}"])
+    env = json.loads((tmp_path / "short" / "summary.json").read_text())["env"]
+    assert env["lidar_max_range"] == 3.0 and env["robot"] == "rover"
+    with pytest.raises(SystemExit):
+        main([*common, "robot.lidar_rays=12", f"hydra.run.dir={tmp_path / 'few'}"])
+    assert "expects observations of shape (42,)" in capsys.readouterr().err
