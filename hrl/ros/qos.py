@@ -107,14 +107,28 @@ def _warner(node: Any, side: str, topic: str, profile_name: str, param: str) -> 
 
 
 def subscribe(
-    node: Any, msg_type: Any, topic: str, callback: Callable, profile_name: str, param: str, **kwargs: Any
+    node: Any,
+    msg_type: Any,
+    topic: str,
+    callback: Callable,
+    profile_name: str,
+    param: str,
+    depth: int | None = None,
+    **kwargs: Any,
 ) -> Any:
     """``node.create_subscription`` with the named profile and a warning for incompatible publishers
-    (``kwargs``: more of its arguments, e.g. ``raw=True``)."""
+    (``depth``: a longer queue than the profile's, e.g. for a recorder; ``kwargs``: more of its arguments,
+    e.g. ``raw=True``)."""
+    import copy
+
     from rclpy.event_handler import SubscriptionEventCallbacks
 
+    qos = profile(profile_name)
+    if depth is not None:
+        qos = copy.copy(qos)  # the named profiles are shared objects
+        qos.depth = depth
     events = SubscriptionEventCallbacks(incompatible_qos=_warner(node, "subscription", topic, profile_name, param))
-    return node.create_subscription(msg_type, topic, callback, profile(profile_name), event_callbacks=events, **kwargs)
+    return node.create_subscription(msg_type, topic, callback, qos, event_callbacks=events, **kwargs)
 
 
 def advertise(node: Any, msg_type: Any, topic: str, profile_name: str, param: str) -> Any:

@@ -2,7 +2,7 @@
 
 ``ros2 bag record`` does this where ROS 2 is installed; this node is for machines with ROS 2 from PyPI
 (no rosbag2 there). It subscribes to each topic in raw (serialised CDR) form and writes the bytes
-unchanged, with the receive time as the timestamp, so ``ros2 bag play``, ``rosbags`` and the sim-to-real
+unchanged, with the time DDS received it as the timestamp, so ``ros2 bag play``, ``rosbags`` and the sim-to-real
 tools read the bag like any other. The bag is finalised (metadata.yaml written) on Ctrl-C / SIGTERM.
 
 Sensor streams (``sensor_msgs/*``, odometry) are subscribed with ``sensor_qos`` (default ``sensor_data``,
@@ -47,6 +47,8 @@ def _topics(value: Any) -> str | None:
             return "must be comma-separated /topic or /topic:pkg/msg/Type entries"
     return None
 
+
+QUEUE = 100  # messages per topic held for the writer: a loaded machine can stall it for seconds
 
 PARAMS = [
     Param("output", "", "bag directory to create (must not exist); empty: runs/bags/<time>", lambda v: None),
@@ -103,14 +105,17 @@ class Recorder(Node):
             cls = getattr(importlib.import_module(f"{pkg}.msg"), name)
             conn = self.writer.add_connection(topic_name, msgtype, typestore=typestore)
             param = "sensor_qos" if is_sensor_stream(msgtype) else "qos"
-            qos.subscribe(self, cls, topic_name, self._writer_for(conn), p[param], param, raw=True)
+            qos.subscribe(self, cls, topic_name, self._writer_for(conn), p[param], param, depth=QUEUE, raw=True)
         self.get_logger().info(f"recording {', '.join(topics)} to {path}")
 
-    def _writer_for(self, conn: Any) -> Callable[[bytes], None]:
-        def write(data: bytes) -> None:
+    def _writer_for(self, conn: Any) -> Callable[[bytes, Any], None]:
+        def write(data: bytes, info: Any) -> None:
             if self.writer is None:  # stopped: the bag is closed
                 return
-            self.writer.write(conn, self.get_clock().now().nanoseconds, data)
+            # stamped when DDS received it, as rosbag2 does, not when this callback ran (late under load);
+            # rmw implementations without a receive time report 0
+            stamp = info["received_timestamp"] or self.get_clock().now().nanoseconds
+            self.writer.write(conn, stamp, data)
             self.count += 1
 
         return write
