@@ -4,6 +4,7 @@ subgoal in the map frame. The test process is the base: it publishes /odom and /
 standing still, a subgoal 5 m ahead, so the policy keeps driving) and listens to /cmd_vel."""
 
 import math
+import re
 import time
 
 import numpy as np
@@ -154,10 +155,18 @@ def test_malformed_inputs_stop_the_node_with_a_logged_reason(processes, rclpy_no
     assert base.spin(base.stopped, 10), "nothing left to drive to"
     assert base.drive(10), log()
 
-    # stamps a day in the past: warned about, and the node still drives (staleness is by receive time)
+    # stamps a day in the past or an hour ahead: warned about, and the node still drives (staleness is by
+    # receive time)
     base.stamp = False
     base.odom.header.stamp.sec = base.scan.header.stamp.sec = int(time.time()) - 86400
-    assert base.spin(lambda: "/odom: header stamps are 86400" in log(), 10), log()
+    assert base.spin(lambda: re.search(r"/odom: header stamps are 864\d\d\.\d s in the past", log()), 10), log()
+    base.spin(lambda: False, 1.0)
+    assert base.moving(), log()
+    base.stamp = True  # back on the clock, then an hour ahead of it
+    base.spin(lambda: False, 0.5)
+    base.stamp = False
+    base.odom.header.stamp.sec = base.scan.header.stamp.sec = int(time.time()) + 3600
+    assert base.spin(lambda: re.search(r"/scan: header stamps are 3[56]\d\d\.\d s in the future", log()), 10), log()
     base.spin(lambda: False, 1.0)
     assert base.moving(), log()
 
