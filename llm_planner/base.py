@@ -82,6 +82,7 @@ PLANNERS: dict[str, str] = {
     "graph": "llm_planner.planners.graph:GraphPlanner",
     "random": "llm_planner.planners.random_waypoints:RandomPlanner",
     "sorb": "llm_planner.planners.sorb:SoRBPlanner",
+    "sorb_safe": "llm_planner.planners.sorb_safe:SafeSoRBPlanner",
     "llm_goals": "llm_planner.planners.llm:LLMGoalsPlanner",
     "llm_route": "llm_planner.planners.llm:LLMRoutePlanner",
 }

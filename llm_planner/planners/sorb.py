@@ -13,21 +13,34 @@ One addition to the paper, because this critic was trained in an open room and h
 behind a wall: an edge is also dropped when the node's own lidar scan shows an obstacle in the straight
 corridor (the robot's width) from the node to the target. It uses only that state's observation, no
 map. Set ``occlusion_check=False`` for the paper's version.
+
+The graph (nodes and the critic's distances) is cached in memory per map and on disk in ``cache_dir``,
+keyed by the policy file, the map's walls and the parameters that shape it, so only the first plan on a
+machine pays for building it. ``sorb_safe`` (sorb_safe.py) adds a safety critic through the hooks
+``_edge_attributes``, ``_edge_weights``, ``_direct_ok`` and ``_route``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from hrl import DEFAULT_POLICY
+from hrl.safety_critic import file_digest, nominal_env
 from llm_planner.base import Feedback, Scene, Task
 from llm_planner.plan import Plan, PlanError, Subgoal
 from llm_planner.planners.common import goal_point, goal_target, step_budget, waypoint
 from sim.world import Pose2D, World
+
+#: Bump when the way a graph is built changes, so graphs cached on disk by older code are not reused.
+GRAPH_FORMAT = 1
+DEFAULT_CACHE_DIR = "~/.cache/hrl-stack/sorb"
 
 
 class SoRBPlanner:
@@ -44,6 +57,7 @@ class SoRBPlanner:
         seed: int = 0,
         goal_tolerance: float = 0.3,
         node_margin: float = 0.25,
+        cache_dir: str | None = DEFAULT_CACHE_DIR,
     ) -> None:
         if n_nodes < 2 or collect_steps < n_nodes:
             raise ValueError(f"need n_nodes >= 2 and collect_steps >= n_nodes, got {n_nodes}, {collect_steps}")
@@ -73,28 +87,86 @@ class SoRBPlanner:
                 f"must be able to see it), got {node_margin!r}"
             )
         self.node_clearance = robot_radius + float(node_margin)
+        self.node_margin = float(node_margin)
+        if cache_dir is not None and not isinstance(cache_dir, (str, Path)):
+            raise TypeError(f"cache_dir must be a directory path or None (no disk cache), got {cache_dir!r}")
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
         self._graphs: dict[str, tuple[nx.DiGraph, np.ndarray, Any]] = {}
+        #: Where the last build_graph call got its graph: "built", "disk" or "memory".
+        self.graph_source = ""
 
     # ------------------------------------------------------------------ graph
 
-    def _env(self, world: World) -> Any:
-        import gymnasium as gym
+    def _graph_params(self) -> dict[str, Any]:
+        """What shapes the cached part of the graph (nodes and raw edges); weights are applied on load."""
+        return {
+            "format": GRAPH_FORMAT,
+            "planner": type(self).__name__,
+            "policy_sha256": file_digest(self.policy.path),
+            "n_nodes": self.n_nodes,
+            "collect_steps": self.collect_steps,
+            "max_edge_steps": self.max_edge_steps,
+            "occlusion_check": self.occlusion_check,
+            "seed": self.seed,
+            "node_margin": self.node_margin,
+        }
 
-        import sim  # noqa: F401
-
-        kwargs = self.policy.env_config.make_kwargs(self.policy.robot_config)
-        # Observations of the nominal simulator (no training-time randomization or noise wrappers).
-        kwargs.update(map=world, goal_mode="local", max_steps=10**9)
-        kwargs.pop("wrappers", None)
-        return gym.make(kwargs.pop("id", self.policy.env_config.id), **kwargs)
+    def _cache_key(self, world: World) -> str:
+        geometry = repr((world.name, world.bounds, world.walls))
+        doc = json.dumps({**self._graph_params(), "map": geometry}, sort_keys=True)
+        return f"{world.name}-{hashlib.sha256(doc.encode()).hexdigest()[:20]}"
 
     def build_graph(self, world: World) -> tuple[nx.DiGraph, np.ndarray, Any]:
-        """Nodes from visited states, weighted by critic distances (cached per map)."""
-        if world.name in self._graphs:
-            return self._graphs[world.name]
-        env = self._env(world)
-        rng = np.random.default_rng(self.seed)
+        """Nodes from visited states, weighted by critic distances; cached per map in memory and on disk."""
+        key = self._cache_key(world)
+        if key in self._graphs:
+            self.graph_source = "memory"
+            return self._graphs[key]
+        env = nominal_env(self.policy, world)
         env.reset(seed=self.seed)
+        path = self.cache_dir / f"{key}.npz" if self.cache_dir is not None else None
+        if path is not None and path.is_file():
+            with np.load(path) as cached:
+                nodes, edges = cached["nodes"], {k: cached[k] for k in cached.files if k != "nodes"}
+            self.graph_source = "disk"
+        else:
+            nodes, edges = self._nodes_and_edges(world, env)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.tmp.npz")  # atomic: a killed run leaves no half file
+                np.savez_compressed(tmp, nodes=nodes, **edges)
+                tmp.replace(path)
+            self.graph_source = "built"
+        graph = nx.DiGraph()
+        for i in range(len(nodes)):
+            graph.add_node(i, position=(float(nodes[i, 0]), float(nodes[i, 1])))
+        weights = self._edge_weights(edges)
+        keep = np.isfinite(weights)
+        names = [k for k in edges if k not in ("i", "j")]
+        for n in np.nonzero(keep)[0].tolist():
+            attrs = {k: float(edges[k][n]) for k in names}
+            graph.add_edge(int(edges["i"][n]), int(edges["j"][n]), weight=float(weights[n]), **attrs)
+        self._graphs[key] = (graph, nodes, env)
+        return self._graphs[key]
+
+    def _edge_attributes(self, observations: np.ndarray, goals: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-edge values beyond the critic's steps (none here; sorb_safe adds the predicted cost)."""
+        return {}
+
+    def _edge_weights(self, edges: dict[str, np.ndarray]) -> np.ndarray:
+        """Search weight of each edge; inf drops it. Here: predicted steps + ``edge_penalty``."""
+        steps = edges["steps"]
+        return np.where(steps <= self.max_edge_steps, steps + self.edge_penalty, np.inf)
+
+    def _edges_to(self, observations: np.ndarray, goals: np.ndarray) -> dict[str, np.ndarray]:
+        """Edges from each observation (row) to each goal (column), as flat arrays i, j, steps, ..."""
+        dist = self.distances(observations, goals)
+        ii, jj = np.nonzero(dist <= self.max_edge_steps)
+        edges = {"i": ii.astype(np.int32), "j": jj.astype(np.int32), "steps": dist[ii, jj].astype(np.float32)}
+        return {**edges, **self._edge_attributes(observations[ii], goals[jj])}
+
+    def _nodes_and_edges(self, world: World, env: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        rng = np.random.default_rng(self.seed)
         states = np.asarray(self._collect_states(env, world, rng))
         # waypoints must leave room to pass: keep states whose own scan shows clearance around them
         clear = states[:, 6:].min(axis=1) * self.lidar.max_range >= self.node_clearance
@@ -104,16 +176,9 @@ class SoRBPlanner:
                 f"{self.node_clearance:.2f} m free all around; lower node_margin"
             )
         nodes = _farthest_points(states[clear], self.n_nodes, rng)
-        dist = self.distances(nodes, nodes[:, :2])
-        graph = nx.DiGraph()
-        for i in range(len(nodes)):
-            graph.add_node(i, position=(float(nodes[i, 0]), float(nodes[i, 1])))
-        ii, jj = np.nonzero(dist <= self.max_edge_steps)
-        for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
-            if i != j:
-                graph.add_edge(i, j, steps=float(dist[i, j]), weight=float(dist[i, j]) + self.edge_penalty)
-        self._graphs[world.name] = (graph, nodes, env)
-        return self._graphs[world.name]
+        edges = self._edges_to(nodes, nodes[:, :2])
+        loops = edges["i"] == edges["j"]
+        return nodes, {k: v[~loops] for k, v in edges.items()}
 
     def _collect_states(self, env: Any, world: World, rng: np.random.Generator) -> list[np.ndarray]:
         """Roll the policy out towards random local goals in sight; restart where little was visited yet."""
@@ -185,7 +250,7 @@ class SoRBPlanner:
         observation = scene.observation
         for goal in task.goals:
             target = goal_point(goal, world)
-            start_obs = observation if observation is not None else _observation_at(env, pose)
+            start_obs = np.asarray(observation if observation is not None else _observation_at(env, pose), np.float32)
             observation = None
             path = self._path(graph, nodes, start_obs, target)
             for p in path:
@@ -194,7 +259,10 @@ class SoRBPlanner:
                 Subgoal(target=goal_target(goal, world), tolerance=self.goal_tolerance, step_budget=step_budget(2.0))
             )
             pose = Pose2D(target[0], target[1], pose.yaw)
-        return Plan(subgoals=subgoals, rationale=f"sorb: shortest path over {graph.number_of_nodes()} visited states")
+        return Plan(subgoals=subgoals, rationale=f"{self.name}: {self._rationale(graph)}")
+
+    def _rationale(self, graph: nx.DiGraph) -> str:
+        return f"shortest path over {graph.number_of_nodes()} visited states"
 
     @staticmethod
     def _forget_edges_into(graph: nx.DiGraph, point: tuple[float, float], radius: float = 0.05) -> None:
@@ -203,33 +271,45 @@ class SoRBPlanner:
             if math.dist(data["position"], point) <= radius:
                 graph.remove_edges_from(list(graph.in_edges(n)))
 
+    def _direct_ok(self, edge: dict[str, np.ndarray]) -> bool:
+        """Whether the policy may drive straight from the robot to the goal (one candidate edge or none)."""
+        return bool(np.isfinite(self._edge_weights(edge)).any())
+
     def _path(
         self, graph: nx.DiGraph, nodes: np.ndarray, start_obs: np.ndarray, target: tuple[float, float]
     ) -> list[tuple[float, float]]:
         g = graph.copy()
-        from_start = self.distances(start_obs[None, :], nodes[:, :2])[0]
-        to_goal = self.distances(nodes, np.asarray([target]))[:, 0]
-        direct = self.distances(start_obs[None, :], np.asarray([target]))[0, 0]
-        if direct <= self.max_edge_steps:
-            return []
-        for j in np.nonzero(from_start <= self.max_edge_steps)[0].tolist():
-            g.add_edge("start", j, weight=float(from_start[j]) + self.edge_penalty)
-        for i in np.nonzero(to_goal <= self.max_edge_steps)[0].tolist():
-            g.add_edge(i, "goal", weight=float(to_goal[i]) + self.edge_penalty)
+        goal = np.asarray([target])
+        if self._direct_ok(self._edges_to(start_obs[None, :], goal)):
+            return []  # the goal is in direct reach
+        from_start = self._edges_to(start_obs[None, :], nodes[:, :2])
+        for j, w in zip(from_start["j"].tolist(), self._edge_weights(from_start).tolist(), strict=True):
+            if math.isfinite(w):
+                g.add_edge("start", j, weight=w)
+        to_goal = self._edges_to(nodes, goal)
+        for i, w in zip(to_goal["i"].tolist(), self._edge_weights(to_goal).tolist(), strict=True):
+            if math.isfinite(w):
+                g.add_edge(i, "goal", weight=w)
         if "start" not in g or "goal" not in g:
             raise PlanError(
-                f"sorb: no graph node within {self.max_edge_steps} predicted steps of the "
-                f"{'robot' if 'start' not in g else 'goal'}; collect more states (collect_steps) "
-                "or raise max_edge_steps"
+                f"{self.name}: no graph node within reach of the {'robot' if 'start' not in g else 'goal'} "
+                f"({self._reach_limits()}); collect more states (collect_steps) or raise max_edge_steps"
             )
+        path = self._route(g, target)
+        return [g.nodes[n]["position"] for n in path[1:-1]]
+
+    def _route(self, g: nx.DiGraph, target: tuple[float, float]) -> list[Any]:
+        """The lightest path from "start" to "goal" in the search graph ``g`` (node ids, ends included)."""
         try:
-            path = nx.shortest_path(g, "start", "goal", weight="weight")
+            return nx.shortest_path(g, "start", "goal", weight="weight")
         except nx.NetworkXNoPath:
             raise PlanError(
-                f"sorb: no path in the graph ({g.number_of_nodes()} nodes, {g.number_of_edges()} edges) to "
-                f"({target[0]:.2f}, {target[1]:.2f}); raise max_edge_steps or n_nodes"
+                f"{self.name}: no path in the graph ({g.number_of_nodes()} nodes, {g.number_of_edges()} edges) "
+                f"to ({target[0]:.2f}, {target[1]:.2f}) ({self._reach_limits()}); raise max_edge_steps or n_nodes"
             ) from None
-        return [g.nodes[n]["position"] for n in path[1:-1]]
+
+    def _reach_limits(self) -> str:
+        return f"edges up to max_edge_steps={self.max_edge_steps:g} predicted steps"
 
 
 def _observation_at(env: Any, pose: Pose2D) -> np.ndarray:

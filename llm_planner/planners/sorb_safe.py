@@ -1,0 +1,135 @@
+"""``sorb_safe``: SoRB over a waypoint graph that also knows how much wall contact each edge will cost.
+
+Beside the goal-conditioned distance critic SoRB uses (``sorb.py``), a **safety critic**
+(:class:`hrl.safety_critic.SafetyCritic`) predicts the wall-contact steps the low-level policy makes
+driving from a node's state to another node, averaged over ``headings`` arrival headings (the node's scan,
+rolled). Then, on the same graph of visited states:
+
+* an edge whose predicted cost exceeds ``max_edge_cost`` contact steps is **pruned** (the policy would
+  scrape a wall or a door frame on it). When every route has such an edge (a door all routes pass), the
+  threshold of that plan leg is raised to the route's bottleneck, the smallest largest edge cost of any
+  route, so only the safest way through is kept (the plan's rationale records each leg's threshold);
+* every edge weighs ``steps + edge_penalty + safety_weight * cost``: ``safety_weight`` is the one knob of
+  the trade-off, in control steps of detour accepted to avoid one predicted step of contact (0 = plain
+  SoRB's shortest path among the edges kept).
+
+Edges out of the robot's own state and into the task's goal are weighted but never pruned: the robot has
+to leave where it is and reach the goal whatever they cost. Nothing here reads the map: the critic sees
+the node's observation, and the graph is SoRB's. Plain ``sorb`` stays as it is, for comparison.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from hrl import DEFAULT_POLICY
+from hrl.safety_critic import SafetyCritic
+from llm_planner.base import Feedback, Scene, Task
+from llm_planner.plan import Plan
+from llm_planner.planners.sorb import SoRBPlanner
+
+DEFAULT_CRITIC = "shipped:rover_local_safety"
+
+
+class SafeSoRBPlanner(SoRBPlanner):
+    name = "sorb_safe"
+
+    def __init__(
+        self,
+        policy: Any = DEFAULT_POLICY,
+        safety_critic: str | SafetyCritic = DEFAULT_CRITIC,
+        safety_weight: float = 10.0,
+        max_edge_cost: float = 2.0,
+        headings: int = 4,
+        **sorb_params: Any,
+    ) -> None:
+        """``sorb_params`` are plain SoRB's (n_nodes, collect_steps, max_edge_steps, edge_penalty, ...)."""
+        super().__init__(policy=policy, **sorb_params)
+        for label, value, low in (("safety_weight", safety_weight, 0.0), ("max_edge_cost", max_edge_cost, 0.0)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < low:
+                raise ValueError(f"{label} must be a number >= {low:g} (contact steps), got {value!r}")
+        if math.isinf(safety_weight):
+            raise ValueError("safety_weight must be finite; to forbid every risky edge lower max_edge_cost instead")
+        self.safety_weight = float(safety_weight)
+        self.max_edge_cost = float(max_edge_cost)
+        self.critic = (
+            safety_critic if isinstance(safety_critic, SafetyCritic) else SafetyCritic.load(safety_critic, self.policy)
+        )
+        rays = self.critic.num_rays
+        if isinstance(headings, bool) or not isinstance(headings, int) or headings < 1 or rays % headings:
+            raise ValueError(
+                f"headings must be a divisor of the lidar's {rays} rays (1, 2, 3, 4, 6, ...), got {headings!r}"
+            )
+        self.headings = headings
+        self.thresholds: list[float] = []  # the pruning threshold of each leg of the last plan
+
+    def _graph_params(self) -> dict[str, Any]:
+        return {**super()._graph_params(), "critic_sha256": self.critic.digest(), "headings": self.headings}
+
+    def _edge_attributes(self, observations: np.ndarray, goals: np.ndarray) -> dict[str, np.ndarray]:
+        if len(observations) == 0:
+            return {"cost": np.zeros(0, np.float32)}
+        return {"cost": self.critic.cost(observations, goals, self.headings).astype(np.float32)}
+
+    def _edge_weights(self, edges: dict[str, np.ndarray]) -> np.ndarray:
+        steps = edges["steps"]
+        return np.where(
+            steps <= self.max_edge_steps, steps + self.edge_penalty + self.safety_weight * edges["cost"], np.inf
+        )
+
+    def _direct_ok(self, edge: dict[str, np.ndarray]) -> bool:
+        return super()._direct_ok(edge) and bool((edge["cost"] <= self.max_edge_cost).all())
+
+    def _route(self, g: nx.DiGraph, target: tuple[float, float]) -> list[Any]:
+        """Prune the graph's edges above the threshold, then the lightest path. The threshold is
+        ``max_edge_cost``, raised to the route's bottleneck (the smallest maximum edge cost of any route)
+        when every route has an edge above it: a door the robot must pass stays usable, and only the
+        safest way through it is kept."""
+        bottleneck = _bottleneck(g, "start", "goal")
+        if math.isinf(bottleneck):
+            return super()._route(g, target)  # no route at all: the base error says so
+        threshold = max(self.max_edge_cost, bottleneck)
+        g.remove_edges_from([(u, v) for u, v, c in g.edges(data="cost", default=0.0) if c > threshold])
+        self.thresholds.append(threshold)
+        return super()._route(g, target)
+
+    def plan(self, task: Task, scene: Scene, feedback: Feedback | None = None) -> Plan:
+        self.thresholds = []
+        return super().plan(task, scene, feedback)
+
+    def _rationale(self, graph: nx.DiGraph) -> str:
+        limits = ", ".join(f"{t:.1f}" for t in self.thresholds) or "-"
+        return (
+            f"{super()._rationale(graph)}, edges predicted to touch walls for more than {limits} steps pruned "
+            f"(max_edge_cost {self.max_edge_cost:g}, raised to a leg's bottleneck), "
+            f"safety_weight {self.safety_weight:g}"
+        )
+
+    def _reach_limits(self) -> str:
+        return f"{super()._reach_limits()}, up to max_edge_cost={self.max_edge_cost:g} predicted contact steps"
+
+
+def _bottleneck(g: nx.DiGraph, source: Any, target: Any, key: str = "cost") -> float:
+    """The smallest possible largest edge ``key`` over the paths from source to target (inf: no path);
+    Dijkstra with max in place of sum. Edges without the attribute count 0 (the robot's and goal's)."""
+    best = {source: 0.0}
+    heap = [(0.0, 0, source)]
+    tie = itertools.count(1)  # nodes of mixed types ("start", ints) must never be compared
+    while heap:
+        b, _, u = heapq.heappop(heap)
+        if u == target:
+            return b
+        if b > best[u]:
+            continue
+        for v, data in g[u].items():
+            nb = max(b, float(data.get(key, 0.0)))
+            if nb < best.get(v, math.inf):
+                best[v] = nb
+                heapq.heappush(heap, (nb, next(tie), v))
+    return math.inf
