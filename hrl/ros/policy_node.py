@@ -146,10 +146,9 @@ class PolicyNode(Node):
         )
         self.tracker = SubgoalTracker(p["goal_tolerance"], p["subgoal_budget_s"], p["stuck_s"])
         self.tf_buffer = self._tf_buffer() if "tf" in (p["laser_pose"], p["map_to_odom"]) else None
-        static_pose = None if p["laser_pose"] == "tf" else parse_pose2d(p["laser_pose"])
-        self.scan = ScanAdapter(
-            self.controller.angles, self.controller.max_range, spec.radius, static_pose or (0, 0, 0)
-        )
+        # with 'tf', the pose is looked up when the first scan names its frame
+        laser_pose = (0.0, 0.0, 0.0) if p["laser_pose"] == "tf" else parse_pose2d(p["laser_pose"])
+        self.scan = ScanAdapter(self.controller.angles, self.controller.max_range, spec.radius, laser_pose)
         self.laser_frame: str | None = None  # the scan frame whose mounting pose self.scan uses
         self.pose: tuple[float, float, float] | None = None
         self.velocity = (0.0, 0.0)
@@ -159,11 +158,9 @@ class PolicyNode(Node):
         self.goal_label: tuple[float, float] = (0.0, 0.0)  # the subgoal as received (for the status)
         self.last_reason: str | None = None
         self.skewed: set[str] = set()  # topics whose stamps are off the clock (warned once per episode)
-        self._odom_topic, self._scan_topic, self._odom_mode = (
-            p["odom_topic"],
-            p["scan_topic"],
-            p["control_mode"] == "odom",
-        )
+        self._odom_topic = p["odom_topic"]  # read per message: plain attributes, not dict lookups
+        self._scan_topic = p["scan_topic"]
+        self._odom_mode = p["control_mode"] == "odom"
         self._twist = Twist()  # reused: publishing serialises it at once
         self.cmd_pub = advertise(self, Twist, p["cmd_vel_topic"], p["cmd_vel_qos"], "cmd_vel_qos")
         self.status_pub = advertise(self, String, p["status_topic"], p["status_qos"], "status_qos")
