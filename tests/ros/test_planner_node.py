@@ -81,18 +81,23 @@ def test_a_goal_pose_becomes_a_plan_and_its_first_subgoal(processes, rclpy_node)
     ]
 
 
+def llm_params(tmp_path, url, timeout_s):
+    """A planner_params_file for llm_goals on the OpenAI-compatible server at ``url`` (no retries, no cache)."""
+    backend = {"base_url": url, "model": "scripted", "timeout_s": timeout_s, "max_retries": 0}
+    path = tmp_path / "llm.yaml"
+    path.write_text(
+        yaml.safe_dump({"reading": "names", "cache": False, "backend": "openai", "backend_params": backend})
+    )
+    return path
+
+
 @pytest.fixture
 def slow_llm(tmp_path):
     """An OpenAI-compatible server whose first answer takes 8 s (the fridge), the next comes at once (the
     sofa), and planner parameters pointing llm_goals at it."""
     script = [("hang", 8.0), ("answer", '{"targets": ["sofa"], "avoid": []}')]
     with ScriptedServer(script) as server:
-        params = tmp_path / "llm.yaml"
-        backend = {"base_url": server.url, "model": "scripted", "timeout_s": 30.0, "max_retries": 0}
-        params.write_text(
-            yaml.safe_dump({"reading": "names", "cache": False, "backend": "openai", "backend_params": backend})
-        )
-        yield server, params
+        yield server, llm_params(tmp_path, server.url, timeout_s=30.0)
 
 
 def test_a_slow_planner_does_not_block_the_node_and_a_new_task_cancels_the_old(processes, rclpy_node, slow_llm):
@@ -114,3 +119,20 @@ def test_a_slow_planner_does_not_block_the_node_and_a_new_task_cancels_the_old(p
     assert len(server.requests) == 2
     assert "plan for the superseded task 'Go to the fridge.' discarded" in view.log()
     assert not [s for s in view.status if s.startswith(("failed", "done"))]  # the sofa task runs on
+
+
+def test_a_planner_error_fails_the_task_and_the_node_serves_on(processes, rclpy_node, tmp_path):
+    """The LLM server answers 503 (no retries): the task fails naming the error; the next task is
+    planned (the server is up again) and the node is still running."""
+    script = [("status", 503), ("answer", '{"targets": ["sofa"], "avoid": []}')]
+    with ScriptedServer(script) as server:
+        params = llm_params(tmp_path, server.url, timeout_s=10.0)
+        view = PlannerView(processes, rclpy_node, "planner:=llm_goals", f"planner_params_file:={params}")
+        view.task.publish(String(data="Go to the fridge."))
+        view.wait(lambda: any(s.startswith("failed:") for s in view.status), 30)
+        failed = next(s for s in view.status if s.startswith("failed:"))
+        assert failed.startswith("failed: planner error: ") and "503" in failed, failed
+        view.task.publish(String(data="Go to the sofa."))
+        view.wait(lambda: view.plans, 30)
+    assert math.dist(xy(view.plans[0].poses[-1]), SOFA) < 1e-6
+    assert view.proc.poll() is None, view.log()
