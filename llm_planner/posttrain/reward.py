@@ -18,6 +18,8 @@ visited out of order, an avoided room entered, no route around the rooms it avoi
 it avoids); :data:`FORMAT_PENALTY` (-0.1) for an answer that is not the answer's JSON or names a place the
 map does not have (constrained decoding makes these impossible at inference; during RL sampling without
 a grammar they are the format term). The :class:`Outcome` says which, ``detail`` says why in words.
+The task's check allows detours (an extra target on the way still succeeds); ``extra_target_cost`` takes a
+cost off a success per target beyond the gold's, so RL does not learn to list extra places for free.
 
 The route is the plan as drawn, not as driven: the shipped policy reaches each subgoal within its tolerance,
 and ``benchmarks/RESULTS.md`` found that execution loses nothing once the reading is right. With
@@ -35,7 +37,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -190,9 +192,13 @@ def execution_reward(
     world: World,
     tolerance: float = 0.3,
     execution: MujocoExecution | None = None,
+    extra_target_cost: float = 0.0,
 ) -> Reward:
     """The reward of one answer (module docstring). ``execution``: drive the plan in MuJoCo instead of
-    judging the planned route. Raises ValueError only for a bad ``gold`` (never for a bad answer)."""
+    judging the planned route. ``extra_target_cost``: taken off a success per target the answer names
+    beyond the gold's (the task's check accepts detours: "Not the tv, I mean the office" answered
+    ``[office, bed]`` succeeds; 0, the default, is the check as the suites apply it). Raises ValueError
+    only for a bad ``gold`` (never for a bad answer)."""
     if world.name != gold.map:
         raise ValueError(f"gold is for map {gold.map!r} but the world is {world.name!r}")
     for g in gold.goals:
@@ -208,13 +214,18 @@ def execution_reward(
     exact = tuple(answer.targets) == gold.goals and set(answer.avoid) == set(gold.avoid)
     if execution is not None:
         outcome, detail = execution.run(answer, gold, world, tolerance)
-        return _reward(outcome, detail, answer, exact)
-    try:
-        route = planned_route(answer, start, world, tolerance)
-    except PlanError as err:
-        return _reward(Outcome.NO_ROUTE, str(err), answer, exact)
-    outcome, detail = judge(route, gold, world, tolerance)
-    return _reward(outcome, detail, answer, exact)
+    else:
+        try:
+            route = planned_route(answer, start, world, tolerance)
+        except PlanError as err:
+            return _reward(Outcome.NO_ROUTE, str(err), answer, exact)
+        outcome, detail = judge(route, gold, world, tolerance)
+    reward = _reward(outcome, detail, answer, exact)
+    extra = len(answer.targets) - len(gold.goals)
+    if outcome is Outcome.SUCCESS and extra > 0 and extra_target_cost > 0:
+        value = max(0.0, reward.value - extra_target_cost * extra)
+        reward = replace(reward, value=value, detail=f"{detail}; {extra} target(s) more than asked: {value:g}")
+    return reward
 
 
 class MujocoExecution:
@@ -270,7 +281,7 @@ def completion_text(completion: Any) -> str:
 
 
 def make_reward_function(
-    tolerance: float = 0.3, execution: str = "route", policy: str | None = None
+    tolerance: float = 0.3, execution: str = "route", policy: str | None = None, extra_target_cost: float = 0.0
 ) -> Callable[..., list[float]]:
     """A TRL reward function ``fn(prompts, completions, **columns) -> list[float]`` (``reward_funcs=[fn]``)
     reading the gold of each completion from the dataset columns :data:`GOLD_COLUMNS`. After each call
@@ -278,6 +289,7 @@ def make_reward_function(
 
     Args:
         tolerance: goal tolerance (m), as a task suite's ``goal_tolerance``.
+        extra_target_cost: taken off a success per target beyond the gold's (see :func:`execution_reward`).
         execution: ``"route"`` (the planned route; fast) or ``"mujoco"`` (drive it with ``policy``).
         policy: the policy for ``execution="mujoco"`` (default: the shipped one).
 
@@ -289,6 +301,8 @@ def make_reward_function(
         raise ValueError(f"unknown execution {execution!r}; executions: {', '.join(EXECUTIONS)}")
     if not (isinstance(tolerance, (int, float)) and 0 < tolerance <= 5):
         raise ValueError(f"tolerance must be in (0, 5] m, got {tolerance!r}")
+    if not (isinstance(extra_target_cost, (int, float)) and 0 <= extra_target_cost <= 1):
+        raise ValueError(f"extra_target_cost must be in [0, 1], got {extra_target_cost!r}")
     runner = MujocoExecution(policy) if execution == "mujoco" else None
 
     def execution_reward_fn(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
@@ -305,7 +319,11 @@ def make_reward_function(
         for i, completion in enumerate(completions):
             try:
                 gold = Gold.from_columns(*(columns[c][i] for c in GOLD_COLUMNS))
-                rewards.append(execution_reward(completion_text(completion), gold, _world(gold.map), tolerance, runner))
+                rewards.append(
+                    execution_reward(
+                        completion_text(completion), gold, _world(gold.map), tolerance, runner, extra_target_cost
+                    )
+                )
             except Exception as err:
                 row = {c: columns[c][i] for c in GOLD_COLUMNS}
                 raise RewardError(f"reward of completion {i} (gold {row}) failed: {type(err).__name__}: {err}") from err

@@ -63,7 +63,14 @@ def test_hand_made_answers_get_the_reward_of_their_outcome(worlds, gold, text, o
 def test_extra_targets_pass_the_tasks_check_but_are_not_exact(worlds):
     # the executor's check: every gold goal visited in order; a detour through another place still succeeds
     reward = execution_reward(answer(["stove", "bed", "sofa"]), MULTI, worlds["apartment"])
-    assert reward.outcome == Outcome.SUCCESS and not reward.exact
+    assert reward.outcome == Outcome.SUCCESS and reward.value == 1.0 and not reward.exact
+    # a correction read as both places: the check passes, the optional cost takes the detour off
+    correction = Gold("apartment", "kitchen", ("office",))
+    costly = execution_reward(answer(["office", "bed"]), correction, worlds["apartment"], extra_target_cost=0.25)
+    assert (costly.outcome, costly.value) == (Outcome.SUCCESS, 0.75)
+    fn = make_reward_function(extra_target_cost=0.5)
+    cols = {"map": ["apartment"] * 2, "start": ["kitchen"] * 2, "goals": [["office"]] * 2, "avoid": [[], []]}
+    assert fn(["p"] * 2, [answer(["office"]), answer(["tv", "bed", "office"])], **cols) == [1.0, 0.0]
 
 
 def test_the_planned_route_starts_at_the_start_and_ends_at_the_last_target(worlds):
@@ -134,6 +141,8 @@ def test_bad_reward_settings_are_refused_by_name():
         make_reward_function(execution="physics")
     with pytest.raises(ValueError, match="tolerance must be in"):
         make_reward_function(tolerance=0)
+    with pytest.raises(ValueError, match="extra_target_cost must be in"):
+        make_reward_function(extra_target_cost=2)
 
 
 @pytest.mark.slow
