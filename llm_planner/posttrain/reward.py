@@ -281,7 +281,11 @@ def completion_text(completion: Any) -> str:
 
 
 def make_reward_function(
-    tolerance: float = 0.3, execution: str = "route", policy: str | None = None, extra_target_cost: float = 0.0
+    tolerance: float = 0.3,
+    execution: str = "route",
+    policy: str | None = None,
+    extra_target_cost: float = 0.0,
+    maps: dict[str, str | World] | None = None,
 ) -> Callable[..., list[float]]:
     """A TRL reward function ``fn(prompts, completions, **columns) -> list[float]`` (``reward_funcs=[fn]``)
     reading the gold of each completion from the dataset columns :data:`GOLD_COLUMNS`. After each call
@@ -290,6 +294,7 @@ def make_reward_function(
     Args:
         tolerance: goal tolerance (m), as a task suite's ``goal_tolerance``.
         extra_target_cost: taken off a success per target beyond the gold's (see :func:`execution_reward`).
+        maps: maps that are not shipped in ``sim/maps/``: the name in the ``map`` column -> a map path or World.
         execution: ``"route"`` (the planned route; fast) or ``"mujoco"`` (drive it with ``policy``).
         policy: the policy for ``execution="mujoco"`` (default: the shipped one).
 
@@ -304,6 +309,10 @@ def make_reward_function(
     if not (isinstance(extra_target_cost, (int, float)) and 0 <= extra_target_cost <= 1):
         raise ValueError(f"extra_target_cost must be in [0, 1], got {extra_target_cost!r}")
     runner = MujocoExecution(policy) if execution == "mujoco" else None
+    own = {name: w if isinstance(w, World) else load_world(w) for name, w in (maps or {}).items()}
+    for name, w in own.items():
+        if w.name != name:
+            raise ValueError(f"maps[{name!r}] is map {w.name!r}; key each map by its own name")
 
     def execution_reward_fn(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
         missing = [c for c in GOLD_COLUMNS if c not in columns]
@@ -321,7 +330,12 @@ def make_reward_function(
                 gold = Gold.from_columns(*(columns[c][i] for c in GOLD_COLUMNS))
                 rewards.append(
                     execution_reward(
-                        completion_text(completion), gold, _world(gold.map), tolerance, runner, extra_target_cost
+                        completion_text(completion),
+                        gold,
+                        own.get(gold.map) or _world(gold.map),
+                        tolerance,
+                        runner,
+                        extra_target_cost,
                     )
                 )
             except Exception as err:

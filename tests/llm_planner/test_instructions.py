@@ -23,6 +23,7 @@ from llm_planner.posttrain.instructions import (
     read_jsonl,
     typo,
 )
+from llm_planner.posttrain.reward import make_reward_function
 from llm_planner.posttrain.vocab import load_vocabulary, maps_with_vocabulary, vocabulary_from_dict
 from robots._fields import ConfigFileError
 from sim.world import MAPS_DIR, load_world
@@ -226,6 +227,14 @@ def test_a_map_a_user_adds_gets_instructions_from_its_own_vocabulary(tmp_path):
     assert {i.map for i in items} == {"flat"}
     indirect = [i for i in items if i.category == "indirect"]
     assert indirect and all(i.goals[0] in ("fridge", "bed") for i in indirect)
+    # its gold answers score 1 with the reward function told where the map is
+    reward_fn = make_reward_function(maps={"flat": str(tmp_path / "flat.yaml")})
+    columns = {c: [r[c] for r in (i.row() for i in items)] for c in ("map", "start", "goals", "avoid")}
+    assert reward_fn(["p"] * len(items), [i.row()["answer"] for i in items], **columns) == [1.0] * len(items)
+    # a broken vocabulary names its own file
+    (tmp_path / "vocab" / "flat.yaml").write_text(json.dumps({"map": "flat", "places": {"fridje": ["x"]}}))
+    with pytest.raises(ConfigFileError, match=r"vocab/flat.yaml: places.fridje: .*did you mean 'fridge'"):
+        InstructionGenerator(world, seed=0)
 
 
 def test_cli_writes_jsonl_splits_and_a_dataset_card(tmp_path, capsys):
