@@ -7,7 +7,7 @@ rewards (-1 per step until success) and discount gamma, ``Q = -(1 - gamma^d) / (
 ``d = log(1 + (1 - gamma) Q) / log(gamma)``. Edges longer than ``max_edge_steps`` are dropped (the critic
 is only trusted nearby), each edge costs ``edge_penalty`` extra steps (fewer, longer hops), and the
 shortest path gives the waypoints. When a waypoint fails, the edges into it are removed before
-replanning (graph cleanup, as in the SoRB follow-up work).
+replanning (graph cleanup, as in the SoRB follow-up work), for the rest of that task.
 
 One addition to the paper, because this critic was trained in an open room and has never seen a goal
 behind a wall: an edge is also dropped when the node's own lidar scan shows an obstacle in the straight
@@ -92,6 +92,7 @@ class SoRBPlanner:
             raise TypeError(f"cache_dir must be a directory path or None (no disk cache), got {cache_dir!r}")
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
         self._graphs: dict[str, tuple[nx.DiGraph, np.ndarray, Any]] = {}
+        self._task_graphs: dict[str, nx.DiGraph] = {}  # per map: the graph of the current task, cleaned up
         #: Where the last build_graph call got its graph: "built", "disk" or "memory".
         self.graph_source = ""
 
@@ -242,7 +243,12 @@ class SoRBPlanner:
 
     def plan(self, task: Task, scene: Scene, feedback: Feedback | None = None) -> Plan:
         world = scene.world
-        graph, nodes, env = self.build_graph(world)
+        built, nodes, env = self.build_graph(world)
+        # Graph cleanup lasts one task: a new task (no feedback) starts from the full graph again, so a
+        # failure in one episode does not cut edges out of every later one.
+        if feedback is None or world.name not in self._task_graphs:
+            self._task_graphs[world.name] = built.copy()
+        graph = self._task_graphs[world.name]
         if feedback is not None and feedback.failed_point is not None:
             self._forget_edges_into(graph, feedback.failed_point)
         pose = scene.robot_pose

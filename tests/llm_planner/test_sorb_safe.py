@@ -9,7 +9,7 @@ import pytest
 
 from hrl.policy import GoalPolicy
 from hrl.safety_critic import SafetyCritic, nominal_env, rotated
-from llm_planner.base import Scene, Task, make_planner
+from llm_planner.base import Feedback, Scene, Task, make_planner
 from llm_planner.plan import Plan, PlanError, ground
 from sim.world import Pose2D, load_world
 
@@ -205,3 +205,20 @@ def test_critic_rejects_misshaped_input(critic):
         critic.cost(np.zeros((3, 10)), np.zeros((3, 2)))
     with pytest.raises(ValueError, match="headings must divide"):
         critic.cost(np.zeros((1, 42)), np.zeros((1, 2)), headings=7)
+
+
+def test_graph_cleanup_lasts_one_task(safe_graph):
+    """A waypoint that failed loses its incoming edges for the rest of that task only: the next task (no
+    feedback) plans on the full graph again, so one failure does not cut every later episode's graph."""
+    world, safe, (graph, _, _), _ = safe_graph
+    task, pose = Task("x", ("charging_dock",)), Pose2D(1.0, 1.0, 0.0)
+    first = ground(safe.plan(task, Scene(world, pose)), world)
+    failed = first[0].xy
+    node = min(graph.nodes, key=lambda n: math.dist(graph.nodes[n]["position"], failed))
+    assert graph.in_degree(node) > 0
+    feedback = Feedback("point", "stuck", pose, attempt=1, failed_point=failed)
+    replanned = [s.xy for s in ground(safe.plan(task, Scene(world, pose), feedback), world)]
+    assert failed not in replanned[1:]  # only the robot's own first hop may still lead there
+    assert safe._task_graphs[world.name].in_degree(node) == 0
+    assert graph.in_degree(node) > 0  # the cached graph is untouched
+    assert [s.xy for s in ground(safe.plan(task, Scene(world, pose)), world)] == [s.xy for s in first]
