@@ -66,8 +66,15 @@ PARAMS = [
     Param("policy", DEFAULT_POLICY, "policy for planners that need its critic (sorb)", non_empty),
     Param("max_replans", 3, "replans per task after failed subgoals", _non_negative_int),
     Param("odom_frame", "odom", "frame of /plan and /subgoal", non_empty),
+    Param(
+        "map_frame",
+        "map",
+        "/goal_pose may also come in this frame (RViz's goal tool sends 'map'); the node assumes it equals the "
+        "odom frame (no localisation; the robot starts at a known pose of the map)",
+        non_empty,
+    ),
     Param("task_topic", "/task", "std_msgs/String in: instruction or place names", topic),
-    Param("goal_pose_topic", "/goal_pose", "geometry_msgs/PoseStamped in (odom frame)", topic),
+    Param("goal_pose_topic", "/goal_pose", "geometry_msgs/PoseStamped in (odom or map frame)", topic),
     Param("odom_topic", "/odom", "nav_msgs/Odometry in", topic),
     Param("status_topic", "/subgoal_status", "std_msgs/String in, from the policy node", topic),
     Param("plan_topic", "/plan", "nav_msgs/Path out", topic),
@@ -172,8 +179,8 @@ class PlannerNode(Node):
         qos.subscribe(self, String, p["status_topic"], self.on_status, p["status_qos"], "status_qos")
         self.create_timer(0.1, self.on_timer)
         self.get_logger().info(
-            f"planner {p['planner']!r} on map {p['map']!r}; assuming the map frame is the odom frame "
-            f"{p['odom_frame']!r} (the robot starts at a known pose of the map)"
+            f"planner {p['planner']!r} on map {p['map']!r}; assuming the map frame {p['map_frame']!r} is the odom "
+            f"frame {p['odom_frame']!r} (the robot starts at a known pose of the map)"
         )
 
     # -- inputs --------------------------------------------------------------------------------------
@@ -205,11 +212,12 @@ class PlannerNode(Node):
 
         x, y = msg.pose.position.x, msg.pose.position.y
         text = f"go to ({x:.2f}, {y:.2f})"
-        if not finite(x, y) or (msg.header.frame_id and msg.header.frame_id != self.p["odom_frame"]):
+        frames = (self.p["odom_frame"], self.p["map_frame"])
+        if not finite(x, y) or (msg.header.frame_id and msg.header.frame_id not in frames):
             self.supersede(text)
             self.finish(
                 f"failed: goal ({x}, {y}) in frame {msg.header.frame_id!r} not usable: send a finite goal in "
-                f"{self.p['odom_frame']!r}"
+                f"{frames[0]!r} or {frames[1]!r}"
             )
             return
         self.start(Task(text, ((x, y),)))

@@ -20,7 +20,7 @@ import hashlib
 import itertools
 import json
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,9 @@ MODES = ("llm_goals", "llm_route")
 READINGS = ("names", "spans")
 #: Model calls kept in ``LLMPlanner.calls`` (the most recent); older ones leave it, their usage stays in ``totals``.
 CALLS_KEPT = 1000
+#: Answers kept in memory (least recently used dropped first), so a long-running node's cache stays bounded;
+#: ``cache_dir`` keeps every answer on disk.
+MEMORY_CACHE_KEPT = 4096
 #: The running sums in ``LLMPlanner.totals``.
 _TOTALS = ("calls", "llm_calls", "cache_hits", "prompt_tokens", "completion_tokens", "latency_s")
 
@@ -120,7 +123,7 @@ class LLMPlanner:
         self.totals: dict[str, float] = dict.fromkeys(_TOTALS, 0)
         self.last_usage: dict[str, Any] = {}
         self.last_answer: GoalsAnswer | RouteAnswer | None = None
-        self._memory: dict[str, dict[str, Any]] = {}
+        self._memory: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._interpretation: tuple[str, str, GoalsAnswer] | None = None  # (map, text, answer) being executed
 
     # -- the planner protocol -------------------------------------------------------------------------
@@ -353,6 +356,7 @@ class LLMPlanner:
 
     def _cached(self, key: str) -> dict[str, Any] | None:
         if key in self._memory:
+            self._memory.move_to_end(key)
             return self._memory[key]
         if self.cache_dir is not None:
             path = self.cache_dir / f"{key}.json"  # the file name is a hash, never model output
@@ -362,12 +366,18 @@ class LLMPlanner:
                 except (OSError, ValueError):
                     return None
                 if isinstance(value, dict) and isinstance(value.get("text"), str):
-                    self._memory[key] = {"text": value["text"]}
+                    self._remember(key, {"text": value["text"]})
                     return self._memory[key]
         return None
 
-    def _store(self, key: str, value: dict[str, Any]) -> None:
+    def _remember(self, key: str, value: dict[str, Any]) -> None:
         self._memory[key] = value
+        self._memory.move_to_end(key)
+        while len(self._memory) > MEMORY_CACHE_KEPT:
+            self._memory.popitem(last=False)
+
+    def _store(self, key: str, value: dict[str, Any]) -> None:
+        self._remember(key, value)
         if self.cache_dir is not None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
             tmp = self.cache_dir / f".{key}.tmp"

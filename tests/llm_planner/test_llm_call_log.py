@@ -46,3 +46,24 @@ def test_cache_hits_are_counted_apart_from_model_calls():
         assert len(server.requests) == 1
     assert (planner.totals["llm_calls"], planner.totals["cache_hits"], planner.totals["prompt_tokens"]) == (1, 2, 100)
     assert [c["cached"] for c in planner.calls] == [False, True, True]
+
+
+def test_memory_cache_keeps_the_most_recently_used_answers(monkeypatch):
+    """The in-memory answer cache is bounded too: the least recently used answer is asked again."""
+    monkeypatch.setattr(llm, "MEMORY_CACHE_KEPT", 2)
+    world = load_world("apartment")
+    with ScriptedServer([("answer", GOOD)]) as server:
+        planner = scripted_planner(server.url)
+        for text in (
+            "Go to the fridge (a).",
+            "Go to the fridge (b).",
+            "Go to the fridge (a).",
+            "Go to the fridge (c).",
+        ):
+            planner.interpret(text, world, "kitchen")
+        assert len(server.requests) == 3  # (a) again was a hit; (c) dropped (b), the least recently used
+        assert len(planner._memory) == 2
+        planner.interpret("Go to the fridge (a).", world, "kitchen")
+        assert len(server.requests) == 3  # (a) was kept: it was used more recently than (b)
+        planner.interpret("Go to the fridge (b).", world, "kitchen")
+        assert len(server.requests) == 4

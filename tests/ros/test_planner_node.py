@@ -77,8 +77,13 @@ def test_a_goal_pose_becomes_a_plan_and_its_first_subgoal(processes, rclpy_node)
     view.wait(lambda: any(s.startswith("failed:") for s in view.status), 10)
     assert view.status[-2:] == [
         "cancelled: go to (8.00, 7.20): superseded by go to (1.00, 1.00)",
-        "failed: goal (1.0, 1.0) in frame 'base_link' not usable: send a finite goal in 'odom'",
+        "failed: goal (1.0, 1.0) in frame 'base_link' not usable: send a finite goal in 'odom' or 'map'",
     ]
+    # RViz sends its goals in 'map': planned under the stated map = odom assumption, published in 'odom'
+    n_plans = len(view.plans)
+    view.goal.publish(goal_pose(*SOFA, frame="map"))
+    view.wait(lambda: len(view.plans) > n_plans and view.status[-1] == "planning: go to (8.00, 7.20)", 30)
+    assert math.dist(xy(view.plans[-1].poses[-1]), SOFA) < 1e-6 and view.plans[-1].header.frame_id == "odom"
 
 
 def llm_params(tmp_path, url, timeout_s):
