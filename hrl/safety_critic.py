@@ -423,8 +423,10 @@ def _collected(path: Path | None, collect: Any) -> CostData:
 def main(argv: list[str] | None = None) -> None:
     """Collect rollouts, train on the training maps, measure on the held-out maps, write critic + manifest."""
     import argparse
+    import os
     import platform
     import subprocess
+    import sys
     import time
 
     import torch
@@ -480,11 +482,11 @@ def main(argv: list[str] | None = None) -> None:
         "what": "expected wall-contact steps of the policy from a state to a goal (Monte-Carlo cost value)",
         "policy": args.policy,
         "policy_sha256": critic.policy_sha256,
-        "command": "python -m hrl.safety_critic " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+        "command": "python -m hrl.safety_critic " + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": commit,
         "uncommitted_changes": bool(dirty),
         "seed": args.seed,
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "wall_time_s": round(wall, 1),
         "collect_time_s": round(t_collect, 1),
         "rollouts": asdict(RolloutConfig(rollouts_per_map=args.rollouts_per_map, seed=args.seed)),
