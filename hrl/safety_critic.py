@@ -15,7 +15,8 @@ planner with safety (``llm_planner/planners/sorb_safe.py``) uses it to prune and
     critic = SafetyCritic.load("shipped:rover_local_safety", policy)
     contact_steps = critic.cost(observations, goals)        # (n, D) states, (n, 2) goals -> (n,)
 
-Training (a few minutes on 2 cores): ``python -m hrl.safety_critic --out hrl/policies/rover_local_safety``.
+Training, about 10 minutes on 2 cores (the defaults are the shipped critic's; its manifest has the command):
+``python -m hrl.safety_critic --out hrl/policies/rover_local_safety``.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class RolloutConfig:
     a random goal ``min_goal_distance``-``goal_radius`` m away, in sight (with the robot's clearance) for
     a ``line_of_sight_fraction`` of them; at most ``horizon`` steps or until the goal is reached."""
 
-    rollouts_per_map: int = 400
+    rollouts_per_map: int = 800
     horizon: int = 100
     goal_radius: float = 2.5
     min_goal_distance: float = 0.3
@@ -442,7 +443,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--generated", type=int, default=40, help="also train in this many walls_world maps")
     parser.add_argument("--rollouts-per-generated-map", type=int, default=60)
     parser.add_argument("--rollouts-per-map", type=int, default=RolloutConfig.rollouts_per_map)
-    parser.add_argument("--test-rollouts-per-map", type=int, default=150)
+    parser.add_argument("--test-rollouts-per-map", type=int, default=200)
     parser.add_argument("--epochs", type=int, default=TrainConfig.epochs)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
