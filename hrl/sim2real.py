@@ -218,7 +218,7 @@ def replay(
     env.reset(seed=0)
     u.observation_at(Pose2D(float(x0), float(y0), float(yaw0)))
     dt = 1.0 / control_hz
-    start, stop = float(rec.odom_t[0]), float(rec.odom_t[-1])
+    start, stop = period_start(rec.odom_t, dt), float(rec.odom_t[-1])
     times = np.arange(start, stop + 1e-9, dt)
     lim = u.robot.limits
     poses, collisions = [], 0
@@ -242,6 +242,23 @@ def replay(
         result.lidar_mae, result.lidar_scans = lidar_discrepancy(rec, env)
     env.close()
     return result
+
+
+def period_start(odom_t: np.ndarray, dt: float) -> float:
+    """The base's first control-period boundary on the recording's clock.
+
+    A base publishes /odom at the end of each period and the recorder stamps it some delay later, never
+    earlier. Taking the first message's stamp as the boundary shifts every period by that message's
+    delay (under load, several ms: longer than the policy takes to answer an /odom, so commands would be
+    replayed one period early). The least delayed messages mark the boundaries best: the phase is the
+    smallest offset from the first stamp's period grid among the messages that came about on time (within
+    a quarter period of the median offset; a tick late by half a period or more is not evidence of phase).
+    """
+    offsets = np.mod(odom_t - odom_t[0], dt)
+    offsets = np.where(offsets >= dt / 2, offsets - dt, offsets)  # to [-dt/2, dt/2): early or late vs the grid
+    typical = float(np.median(offsets))
+    on_time = offsets[np.abs(offsets - typical) <= dt / 4]
+    return float(odom_t[0] + min(0.0, float(on_time.min())))
 
 
 def interpolate_odom(rec: Recording, times: np.ndarray) -> np.ndarray:
