@@ -159,7 +159,7 @@ def test_malformed_inputs_stop_the_node_with_a_logged_reason(processes, rclpy_no
     # receive time)
     base.stamp = False
     base.odom.header.stamp.sec = base.scan.header.stamp.sec = int(time.time()) - 86400
-    assert base.spin(lambda: re.search(r"/odom: header stamps are 864\d\d\.\d s in the past", log()), 10), log()
+    assert base.spin(lambda: re.search(r"/odom: header stamps are 86[34]\d\d\.\d s in the past", log()), 10), log()
     base.spin(lambda: False, 1.0)
     assert base.moving(), log()
     base.stamp = True  # back on the clock, then an hour ahead of it
