@@ -10,6 +10,7 @@ with far fewer samples.
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import torch
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
@@ -31,3 +32,16 @@ class GoalFrameExtractor(BaseFeaturesExtractor):
         local_y = -sin * dx + cos * dy
         distance = torch.sqrt(local_x**2 + local_y**2 + 1e-9)
         return torch.cat([local_x[:, None], local_y[:, None], distance[:, None], obs[:, 4:]], dim=1)
+
+    def forward_numpy(self, observations: dict[str, np.ndarray]) -> np.ndarray:
+        """:meth:`forward` for one unbatched float32 observation in NumPy, the same float32 operations in
+        the same order (the policy node's inference, ``hrl.ros.inference``); a new array."""
+        obs = observations["observation"]
+        goal = observations["desired_goal"]
+        dx = goal[0] - obs[0]
+        dy = goal[1] - obs[1]
+        cos, sin = obs[2], obs[3]
+        local_x = cos * dx + sin * dy
+        local_y = -sin * dx + cos * dy
+        distance = np.sqrt(local_x**2 + local_y**2 + 1e-9)
+        return np.concatenate(((local_x, local_y, distance), obs[4:]), dtype=np.float32)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from hrl.ros.inference import NumpyPolicy, UnsupportedPolicyError, checked_numpy_policy
+
 Pose2D = tuple[float, float, float]  # x (m), y (m), yaw (rad) of one frame in another
 
 
@@ -376,8 +378,13 @@ class PolicyController:
         self._achieved = np.zeros(2, dtype=np.float32)
         self._desired = np.zeros(2, dtype=np.float32)
         self._dict = {"observation": self._obs, "achieved_goal": self._achieved, "desired_goal": self._desired}
-        self._direct = DirectInference.checked(policy, self._dict)
-        self.inference = "direct" if self._direct is not None else "predict"  # which path command() takes
+        self._numpy: NumpyPolicy | None = None
+        try:
+            self._numpy = checked_numpy_policy(policy)
+            self.inference = "numpy"  # which path command() takes, for the node's log
+        except UnsupportedPolicyError as err:
+            warnings.warn(f"NumPy inference unavailable, using SB3 predict (slower): {err}", stacklevel=2)
+            self.inference = f"predict ({err})"
 
     def observation(
         self, pose: tuple[float, float, float], velocity: tuple[float, float], ranges: np.ndarray, goal: tuple
@@ -404,83 +411,8 @@ class PolicyController:
         self, pose: tuple[float, float, float], velocity: tuple[float, float], ranges: np.ndarray, goal: tuple
     ) -> tuple[float, float]:
         obs = self.observation(pose, velocity, ranges, goal)
-        a = self._direct() if self._direct is not None else np.asarray(self.policy(obs)).reshape(-1)  # type: ignore[operator]
+        a = self._numpy(obs) if self._numpy is not None else np.asarray(self.policy(obs)).reshape(-1)  # type: ignore[operator]
         return float(a[0]) * self.max_linear, float(a[1]) * self.max_angular
-
-
-class DirectInference:
-    """SB3's deterministic ``predict`` for one observation kept in fixed buffers, as one traced TorchScript
-    call: without ``predict``'s per-call overhead (switching the modules to eval mode, input checks,
-    copies into new tensors) and without the Python of every module's ``forward``.
-
-    In the policy node, where the process sleeps between control cycles, ``predict`` took ~1.3 ms per
-    call against ~0.3 ms in a tight loop: nearly all of it Python run with cold caches, for a 41-64-64-2
-    network. The inputs are tensors that share memory with the observation's numpy buffers, so filling
-    those is all a call needs. The trace holds for policies without data-dependent Python branches in
-    their deterministic forward (SB3's SAC, TD3, TQC, PPO); :meth:`checked` compares it with ``predict``.
-    """
-
-    def __init__(self, model: Any, buffers: dict[str, np.ndarray]) -> None:
-        import torch
-
-        policy = model.policy
-        policy.set_training_mode(False)  # once, not per call: nothing switches it back in a node
-        keys = tuple(buffers)
-
-        class Deterministic(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.policy = policy
-
-            def forward(self, *tensors: Any) -> Any:
-                return self.policy._predict(dict(zip(keys, tensors, strict=True)), deterministic=True)
-
-        self._torch = torch
-        self.policy = policy
-        self._inputs = tuple(torch.from_numpy(buffers[k].reshape(1, -1)) for k in keys)  # views, no copies
-        with torch.inference_mode(), warnings.catch_warnings():
-            # torch marks jit.trace deprecated in favour of torch.export, which cannot export SB3's
-            # distributions (their argument validation is data-dependent); checked() falls back to
-            # predict, with a warning, the day tracing goes away.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self._forward = torch.jit.trace(Deterministic(), self._inputs, check_trace=False)
-        self._shape = policy.action_space.shape
-        self._box = hasattr(policy.action_space, "low")
-
-    @classmethod
-    def checked(cls, policy: Any, buffers: dict[str, np.ndarray]) -> DirectInference | None:
-        """The direct path for ``policy`` (a ``GoalPolicy``) if it gives ``predict``'s actions on probe
-        observations; None (with a warning: ``predict`` is used) otherwise, e.g. for another SB3 version."""
-        model = getattr(policy, "model", None)
-        if model is None or not hasattr(getattr(model, "policy", None), "_predict"):
-            return None
-        try:
-            direct = cls(model, buffers)
-        except (RuntimeError, AttributeError, TypeError) as err:  # tracing unavailable or unsupported
-            warnings.warn(f"direct inference unavailable ({err}): using SB3 predict", stacklevel=2)
-            return None
-        space = model.observation_space
-        space.seed(0)
-        for _ in range(3):
-            probe = space.sample()
-            for key, buf in buffers.items():
-                buf[:] = probe[key]
-            expected = np.asarray(policy(dict(buffers))).reshape(-1)
-            if not np.allclose(direct(), expected, atol=1e-6):
-                warnings.warn("direct inference disagrees with SB3 predict: using predict", stacklevel=2)
-                return None
-        for buf in buffers.values():
-            buf[:] = 0.0
-        return direct
-
-    def __call__(self) -> np.ndarray:
-        with self._torch.inference_mode():
-            actions = self._forward(*self._inputs)
-        a = actions.numpy().reshape((-1, *self._shape))
-        if self._box:  # as predict does for a Box action space
-            p = self.policy
-            a = p.unscale_action(a) if p.squash_output else np.clip(a, p.action_space.low, p.action_space.high)
-        return a.reshape(-1)
 
 
 class LatencyLog:
