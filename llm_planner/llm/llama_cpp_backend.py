@@ -6,11 +6,13 @@ in an unrelated CLI). Any GGUF path can be configured. JSON schemas are compiled
 grammars, so every answer parses. Consecutive prompts that share a prefix (system prompt and scene)
 reuse llama.cpp's KV cache, so only the new tokens are evaluated; with ``state_cache_mb`` > 0 the KV
 states of earlier prompts are kept in RAM too, so prompts that alternate (the planner's reading, follow-up
-and place questions) still find their shared prefixes.
+and place questions) still find their shared prefixes. ``lora_path`` applies a GGUF LoRA adapter (a
+post-trained planner, exported by ``llm_planner.posttrain.export``) to the model at load.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -39,23 +41,24 @@ def default_model_path() -> Path:
     return path
 
 
-def check_gguf(path: Path) -> None:
-    """LLMError naming ``path`` unless it is a file that starts like a GGUF model: llama.cpp's own error for a
-    wrong file is only "failed to load" (the reason goes to its log)."""
+def check_gguf(path: Path, param: str = "model_path", what: str = "GGUF model") -> None:
+    """LLMError naming ``path`` unless it is a file that starts like a GGUF file: llama.cpp's own error for a
+    wrong file is only "failed to load" (the reason goes to its log). ``param`` and ``what`` name the setting
+    and the file it expects in the message."""
     if path.is_dir():
-        raise LLMError(f"model_path {str(path)!r} is a directory; give the path of a .gguf model file in it")
+        raise LLMError(f"{param} {str(path)!r} is a directory; give the path of a .gguf file in it ({what})")
     if not path.is_file() or path.suffix.lower() != ".gguf":
-        raise LLMError(f"model_path {str(path)!r} is not a .gguf file; give the path of a GGUF model")
+        raise LLMError(f"{param} {str(path)!r} is not a .gguf file; give the path of a {what}")
     try:
         with path.open("rb") as f:
             head = f.read(len(GGUF_MAGIC))
     except OSError as err:
-        raise LLMError(f"model_path {str(path)!r} cannot be read ({err.strerror})") from None
+        raise LLMError(f"{param} {str(path)!r} cannot be read ({err.strerror})") from None
     if not head:
-        raise LLMError(f"model_path {str(path)!r} is an empty file (0 bytes), not a GGUF model; download it again")
+        raise LLMError(f"{param} {str(path)!r} is an empty file (0 bytes), not a {what}; download it again")
     if head != GGUF_MAGIC:
         raise LLMError(
-            f"model_path {str(path)!r} is not a GGUF model: it starts with {head!r}, a GGUF file with {GGUF_MAGIC!r}"
+            f"{param} {str(path)!r} is not a {what}: it starts with {head!r}, a GGUF file with {GGUF_MAGIC!r}"
         )
 
 
@@ -70,9 +73,13 @@ class LlamaCppBackend:
         n_batch: int = 512,
         seed: int = 0,
         state_cache_mb: int = 512,
+        lora_path: str | None = None,
     ) -> None:
         path = Path(model_path).expanduser() if model_path else default_model_path()
         check_gguf(path)
+        lora = Path(lora_path).expanduser() if lora_path else None
+        if lora is not None:
+            check_gguf(lora, "lora_path", "GGUF LoRA adapter")
         if n_ctx < 256 or n_batch < 1:
             raise ValueError(f"n_ctx must be >= 256 and n_batch >= 1, got n_ctx={n_ctx}, n_batch={n_batch}")
         try:
@@ -83,6 +90,10 @@ class LlamaCppBackend:
                 "the wheel once per machine) or `pip install -e '.[llm]'`"
             ) from None
         self.path = path
+        self.lora = lora
+        # the adapter's content, not its name or size, identifies it: a retrained adapter of the same rank
+        # has the same size, and cached answers of another adapter (or of none) must never be reused
+        self._lora_id = f"+lora:{lora.name}:{hashlib.sha256(lora.read_bytes()).hexdigest()[:12]}" if lora else ""
         threads = n_threads or os.cpu_count() or 1
         try:
             self._llm = Llama(
@@ -93,6 +104,7 @@ class LlamaCppBackend:
                 n_batch=n_batch,
                 seed=seed,
                 verbose=False,
+                **({"lora_path": str(lora)} if lora else {}),
             )
         except Exception as err:  # llama.cpp reports a bad file as ValueError/RuntimeError
             size = path.stat().st_size
@@ -100,6 +112,14 @@ class LlamaCppBackend:
                 f"llama.cpp could not load {path}: {err}; the file starts like a GGUF model but does not load: "
                 f"usually a truncated or corrupt download (compare its size, {size} bytes, with the source's)"
             ) from None
+        # llama-cpp-python 0.3.36 tests the adapter llama.cpp returns with `is None`, but a failed load is a
+        # NULL pointer (not None): an adapter llama.cpp refused would be ignored without a word
+        if lora is not None and not getattr(self._llm, "_lora_adapter", None):
+            raise LLMError(
+                f"llama.cpp did not apply lora_path {str(lora)!r} to {path.name}: it is not a LoRA adapter of this "
+                "model (llama.cpp needs general.type 'adapter', adapter.type 'lora', the model's architecture and "
+                "its tensor shapes); export the adapter for this base with python -m llm_planner.posttrain.export"
+            )
         if state_cache_mb > 0:  # KV states of earlier prompts: a prompt that shares a prefix skips evaluating it
             from llama_cpp import LlamaRAMCache
 
@@ -108,7 +128,7 @@ class LlamaCppBackend:
 
     @property
     def model_id(self) -> str:
-        return f"llama_cpp:{self.path.name}:{self.path.stat().st_size}"
+        return f"llama_cpp:{self.path.name}:{self.path.stat().st_size}{self._lora_id}"
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
         from llama_cpp import LlamaGrammar
@@ -145,5 +165,5 @@ class LlamaCppBackend:
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             latency_s=time.perf_counter() - t0,
-            model=self.path.name,
+            model=self.path.name + (f"+{self.lora.name}" if self.lora else ""),
         )
