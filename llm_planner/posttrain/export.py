@@ -85,9 +85,9 @@ def export_adapter(
     if not base.is_file():
         raise ValueError(f"base_gguf {str(base)!r} is not a file; give the GGUF model the adapter was trained on")
     lora = check_adapter_dir(adapter_dir)
-    script = llama_cpp_converter(cache_dir)
     with tempfile.TemporaryDirectory(prefix="hrl-lora-base-") as base_dir:
-        write_base_config(base, Path(base_dir), adapter_dir, lora)
+        write_base_config(base, Path(base_dir), adapter_dir, lora)  # checks the adapter against the base first
+        script = llama_cpp_converter(cache_dir)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, str(script), str(adapter_dir), "--base", base_dir, "--outfile", str(out_path)]
         # the base config is local: the converter must never look for it on the Hugging Face Hub
