@@ -1,0 +1,109 @@
+"""``hrl-posttrain``: post-train the planner's language model (Hydra config: configs/posttrain.yaml).
+
+    hrl-posttrain                                              # stage=sft on generated instructions
+    hrl-posttrain stage=grpo init_adapter=runs/posttrain/<sft run>/adapter max_steps=30
+    hrl-posttrain resume=runs/posttrain/<time>                 # continue from the last checkpoint
+    hrl-posttrain resume=runs/posttrain/<time> max_steps=200   # ... and train longer
+
+Writes ``runs/posttrain/<time>/``: ``adapter/`` (the LoRA adapter), ``checkpoints/``, ``train_log.csv``,
+``val_log.csv``, ``curves.png``, ``result.json``. The library part is :mod:`llm_planner.posttrain.train`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from hrl.cli import run_hydra_app, sigterm_as_keyboard_interrupt
+
+#: Exit status of a run stopped by Ctrl-C or SIGTERM (its last checkpoint stays; resume= continues).
+INTERRUPTED = 130
+
+
+def fail(message: str) -> None:
+    print(f"hrl-posttrain: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def register_schema() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    from llm_planner.posttrain.train import PosttrainConfig
+
+    ConfigStore.instance().store(name="posttrain_schema", node=PosttrainConfig)
+
+
+def _run(config, run_dir: Path) -> int:
+    """One stage in this process, with what only a command-line process may set (torch threads, SIGTERM as
+    Ctrl-C)."""
+    import torch
+
+    from llm_planner.posttrain.train import run
+
+    try:
+        config.check()
+    except ValueError as err:
+        fail(str(err))
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    try:
+        with sigterm_as_keyboard_interrupt():
+            result = run(config, run_dir)
+    except KeyboardInterrupt:
+        print(f"[hrl-posttrain] interrupted; continue with: hrl-posttrain resume={run_dir}", file=sys.stderr)
+        raise SystemExit(INTERRUPTED) from None
+    except ValueError as err:
+        fail(str(err))
+    val = result.val or {}
+    print(
+        f"[hrl-posttrain] {config.stage} done: {result.steps} steps in {result.wall_time_s / 60:.1f} min, "
+        f"val success {float(val.get('success', 'nan')):.0%} -> {result.adapter}"
+    )
+    return 0
+
+
+def _task(cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    _run(OmegaConf.to_object(cfg), Path(HydraConfig.get().runtime.output_dir))
+
+
+def resume(run_dir: Path, overrides: list[str]) -> int:
+    """Continue a run with its own saved config (config.json); only ``max_steps`` may change."""
+    from llm_planner.posttrain.train import PosttrainConfig
+
+    saved = run_dir / "config.json"
+    if not saved.is_file():
+        fail(f"resume={run_dir}: {saved} is missing; not an hrl-posttrain run directory")
+    known = {f.name for f in fields(PosttrainConfig)}
+    values = json.loads(saved.read_text())
+    unknown = sorted(set(values) - known)
+    if unknown:
+        fail(f"resume={run_dir}: its config has keys this version does not know: {unknown}")
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key != "max_steps":
+            fail(f"resume continues a run with its own config; only max_steps may be overridden, got {item!r}")
+        try:
+            values["max_steps"] = int(value)
+        except ValueError:
+            fail(f"max_steps must be an integer, got {value!r}")
+    values["resume"] = True
+    return _run(PosttrainConfig(**values), run_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    resumes = [a for a in args if a.startswith("resume=")]
+    if resumes:
+        return resume(Path(resumes[0].split("=", 1)[1]), [a for a in args if not a.startswith("resume=")])
+    register_schema()
+    run_hydra_app(_task, "posttrain", args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

