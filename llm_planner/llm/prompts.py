@@ -37,6 +37,22 @@ _STOP = frozenset({"a", "an", "the", "to", "of", "please", "go"})
 #: fit a small model's context, and reading=spans offers the instruction's phrases as an enum that grows with
 #: its length (100 kB of text: 69 000 phrases, a 4 MB schema sent with every request, ~1 s to compile).
 MAX_INSTRUCTION_CHARS = 1000
+#: A robot within this distance of a landmark is "at" it (the post-training generator's start place, where
+#: "come back" leads, uses the same radius).
+AT_LANDMARK_RADIUS = 0.3
+
+
+def robot_whereabouts(world: World, xy: tuple[float, float]) -> str:
+    """Where the robot is, as the prompt says it: "at the charging_dock, in the hallway" (a landmark within
+    :data:`AT_LANDMARK_RADIUS`) or "in the kitchen"; names are the scene's, so the model can answer with them
+    ("come back" needs it)."""
+    from llm_planner.planners.graph import room_name  # the planner package imports this module
+
+    room = room_name(world, xy)
+    for lm in world.landmarks:
+        if math.dist(lm.position, xy) <= AT_LANDMARK_RADIUS:
+            return f"at the {lm.name}, in the {room}"
+    return f"in the {room}"
 
 
 def check_instruction(text: object) -> str:
@@ -169,8 +185,16 @@ class PromptBuilder:
         return self.render(self._system, world=world)
 
     def messages(
-        self, world: World, instruction: str, robot_room: str | None, examples: list[Example]
+        self,
+        world: World,
+        instruction: str,
+        robot_room: str | None,
+        examples: list[Example],
+        robot_at: str | None = None,
     ) -> list[Message]:
+        """System prompt (scene), worked examples, then the instruction. ``robot_at`` (llm_goals): where the
+        robot is (:func:`robot_whereabouts`), said before the instruction; the post-trained planner is
+        trained with it, so "come back" has a place to name."""
         check_instruction(instruction)
         msgs: list[Message] = [{"role": "system", "content": self.system(world)}]
         for ex in examples:
@@ -178,7 +202,12 @@ class PromptBuilder:
             msgs.append({"role": "user", "content": self.render("user.j2", instruction=ex.text, robot_room=room)})
             msgs.append({"role": "assistant", "content": example_answer(self.mode, ex, world)})
         room = robot_room if self.mode == "llm_route" else None
-        msgs.append({"role": "user", "content": self.render("user.j2", instruction=instruction, robot_room=room)})
+        msgs.append(
+            {
+                "role": "user",
+                "content": self.render("user.j2", instruction=instruction, robot_room=room, robot_at=robot_at),
+            }
+        )
         return msgs
 
     def span_messages(self, instruction: str, bank: ExampleBank, examples: list[Example]) -> list[Message]:

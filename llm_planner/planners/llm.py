@@ -41,7 +41,7 @@ from llm_planner.llm.answers import (
     strip_article,
 )
 from llm_planner.llm.backend import LLMBackend, LLMError, Message, make_backend
-from llm_planner.llm.prompts import DEFAULT_EXAMPLES, ExampleBank, PromptBuilder, load_examples
+from llm_planner.llm.prompts import DEFAULT_EXAMPLES, ExampleBank, PromptBuilder, load_examples, robot_whereabouts
 from llm_planner.plan import Plan, PlanError
 from llm_planner.planners.graph import GraphPlanner, room_name
 from sim.world import World
@@ -82,6 +82,7 @@ class LLMPlanner:
         cache_dir: str | None = None,
         seed: int = 0,
         router: dict[str, Any] | None = None,
+        robot_place: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown LLM planner mode {mode!r}; modes: {', '.join(MODES)}")
@@ -95,6 +96,11 @@ class LLMPlanner:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if robot_place and (mode != "llm_goals" or reading != "names"):
+            raise ValueError(
+                f"robot_place=true says where the robot is in llm_goals' names reading; got mode={mode!r}, "
+                f"reading={reading!r}: set reading=names (llm_route always says the robot's room)"
+            )
         self.mode = mode
         self.name = mode
         self.reading = reading if mode == "llm_goals" else "names"
@@ -116,6 +122,9 @@ class LLMPlanner:
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.seed = seed
         self.router = GraphPlanner(**(router or {}))
+        #: llm_goals, reading=names: say where the robot is before the instruction ("The robot is at the
+        #: charging_dock, in the hallway."), as the post-trained model was trained (``hrl-posttrain``).
+        self.robot_place = robot_place
         #: The last CALLS_KEPT model calls (prompt and completion tokens, answer, latency, cache hit, error).
         self.calls: deque[dict[str, Any]] = deque(maxlen=CALLS_KEPT)
         #: Sums over every call ever made (``calls`` keeps only the recent ones): calls, llm_calls, cache_hits,
@@ -161,7 +170,7 @@ class LLMPlanner:
         world = scene.world
         robot_room = room_name(world, scene.robot_xy)
         if self.mode == "llm_goals":
-            answer = self._goals(task, world, robot_room, feedback)
+            answer = self._goals(task, world, robot_room, feedback, scene.robot_xy)
             done = _reached_in_order(answer.targets, world, feedback.reached if feedback else ())
             remaining = answer.targets[done:]
             if not remaining:
@@ -176,7 +185,9 @@ class LLMPlanner:
         assert isinstance(answer, RouteAnswer)
         return route_plan(answer, world, scene.robot_xy)
 
-    def _goals(self, task: Task, world: World, robot_room: str, feedback: Feedback | None) -> GoalsAnswer:
+    def _goals(
+        self, task: Task, world: World, robot_room: str, feedback: Feedback | None, robot_xy: Any = None
+    ) -> GoalsAnswer:
         """The model's reading of the instruction; kept while the same task executes (replanning after a
         navigation failure re-routes, it does not re-read), unless ``reprompt_on_failure``."""
         current = self._interpretation
@@ -186,7 +197,7 @@ class LLMPlanner:
         if self.reading == "spans":
             answer = self._read_spans(task.text, world)
         else:
-            messages = self._messages(task.text, world, robot_room)
+            messages = self._messages(task.text, world, robot_room, robot_xy)
             if feedback is not None and same_task:
                 messages.append({"role": "assistant", "content": current[2].model_dump_json()})  # type: ignore[index]
                 messages.append({"role": "user", "content": self._feedback_text(task, feedback, robot_room)})
@@ -196,8 +207,11 @@ class LLMPlanner:
         return answer
 
     # -- asking the model ---------------------------------------------------------------------------
-    def interpret(self, text: str, world: World, robot_room: str) -> GoalsAnswer | RouteAnswer:
-        """One answer to ``text`` (no execution): used by the benchmark to score plan accuracy."""
+    def interpret(
+        self, text: str, world: World, robot_room: str, robot_xy: tuple[float, float] | None = None
+    ) -> GoalsAnswer | RouteAnswer:
+        """One answer to ``text`` (no execution): used by the benchmark to score plan accuracy. ``robot_xy``:
+        where the robot is (said in the prompt with ``robot_place``; else the centre of ``robot_room``)."""
         start = dict(self.totals)
         try:
             if self.reading == "spans":
@@ -206,7 +220,7 @@ class LLMPlanner:
             if self.mode == "llm_route":
                 point = world.room(robot_room).center
                 check = lambda a: route_plan(a, world, point)  # noqa: E731
-            return self.ask(self._messages(text, world, robot_room), world, check)
+            return self.ask(self._messages(text, world, robot_room, robot_xy), world, check)
         finally:
             self._count_usage(start)
 
@@ -219,8 +233,12 @@ class LLMPlanner:
         bank = self._bank(world)
         return bank.nearest(text, self.n_examples) if self.retrieval else bank.first(self.n_examples)
 
-    def _messages(self, text: str, world: World, robot_room: str) -> list[Message]:
-        return self.prompts.messages(world, text, robot_room, self._shots(text, world))
+    def _messages(self, text: str, world: World, robot_room: str, robot_xy: Any = None) -> list[Message]:
+        robot_at = None
+        if self.robot_place and self.mode == "llm_goals":
+            xy = robot_xy if robot_xy is not None else world.room(robot_room).center
+            robot_at = robot_whereabouts(world, (float(xy[0]), float(xy[1])))
+        return self.prompts.messages(world, text, robot_room, self._shots(text, world), robot_at=robot_at)
 
     def _read_spans(self, text: str, world: World) -> GoalsAnswer:
         """reading=spans: the model copies the phrases; each is grounded by name/alias or, failing that,

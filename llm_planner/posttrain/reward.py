@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -99,6 +100,8 @@ class Gold:
             raise ValueError(f"gold map must be a map name, got {map!r}")
         if isinstance(goals, str) or not goals or not all(isinstance(g, str) for g in goals):
             raise ValueError(f"gold goals must be a non-empty list of place names, got {goals!r}")
+        if isinstance(start, str) and start.lstrip().startswith("["):  # [x, y, yaw] as JSON (an Arrow column
+            start = json.loads(start)  # cannot mix names and lists)
         if not isinstance(start, str):
             start = tuple(float(v) for v in start)
         return cls(map, start, tuple(goals), tuple(avoid or ()))
