@@ -77,6 +77,11 @@ class LlamaCppBackend:
     ) -> None:
         path = Path(model_path).expanduser() if model_path else default_model_path()
         check_gguf(path)
+        if lora_path == "???":  # a config's mandatory value left unset (configs/planner/llm_goals_trained.yaml)
+            raise LLMError(
+                "lora_path is required by this planner config: set planner.backend.params.lora_path="
+                "runs/posttrain/<time>/adapter.gguf (the adapter of an hrl-posttrain run)"
+            )
         lora = Path(lora_path).expanduser() if lora_path else None
         if lora is not None:
             check_gguf(lora, "lora_path", "GGUF LoRA adapter")

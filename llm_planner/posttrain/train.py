@@ -68,6 +68,7 @@ class PosttrainConfig:
     extra_target_cost: float = 0.25
     categories: list[str] = field(default_factory=list)  # grpo: train only on these categories (empty: all)
     resume: bool = False
+    export: bool = True  # also write adapter.gguf (llama.cpp's converter; llm_planner/posttrain/export.py)
 
     def check(self) -> None:
         """ValueError naming the key and value, for anything TRL would reject late or misread."""
@@ -438,12 +439,17 @@ def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokeniz
     log.plot()
     model.save_pretrained(str(adapter))
     tokenizer.save_pretrained(str(adapter))
+    gguf = None
+    if config.export:
+        from llm_planner.posttrain.export import export_adapter
+
+        gguf = export_adapter(adapter, out / "adapter.gguf", base_gguf=base_gguf(config.base))
     last = list(csv.DictReader(log.val_csv.open()))[-1] if log.val_csv.is_file() else None
     result = PosttrainResult(out, adapter, steps, wall, last)
     (out / "result.json").write_text(
         json.dumps(
             {"stage": config.stage, "steps": result.steps, "wall_time_s": round(wall, 1), "adapter": str(adapter),
-             "val": last, "planner_params": PLANNER_PARAMS},
+             "adapter_gguf": str(gguf) if gguf else None, "val": last, "planner_params": PLANNER_PARAMS},
             indent=2,
         )
     )  # fmt: skip

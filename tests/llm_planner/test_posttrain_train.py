@@ -13,7 +13,15 @@ from llm_planner.llm.prompts import robot_whereabouts
 from llm_planner.planners.llm import LLMPlanner
 from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sft_example, sft_loss
 from llm_planner.posttrain.instructions import Instruction
-from llm_planner.posttrain.train import PosttrainConfig, greedy_answers, load_model, prompt_messages, run, score
+from llm_planner.posttrain.train import (
+    PLANNER_PARAMS,
+    PosttrainConfig,
+    greedy_answers,
+    load_model,
+    prompt_messages,
+    run,
+    score,
+)
 from sim.world import load_world
 
 peft = pytest.importorskip("peft", reason="hrl-posttrain needs the posttrain extra (make setup installs it)")
@@ -110,9 +118,14 @@ def test_sft_then_grpo_on_a_toy_set_change_the_adapter_and_raise_the_reward(fres
     model, tok = fresh
     before = score(TOY, greedy_answers(model, tok, TOY, max_new=20))
     init = adapter_state(model)
-    common = dict(data=write_toy(tmp_path), eval_n=0, batch_size=4, max_completion_length=20, lora_dropout=0.0)
-    sft = run(PosttrainConfig(stage="sft", max_steps=6, save_steps=3, learning_rate=2e-3, **common), tmp_path / "sft",
-              model, tok)  # fmt: skip
+    common = dict(data=write_toy(tmp_path), eval_n=0, batch_size=4, max_completion_length=20, lora_dropout=0.0,
+                  export=False)  # fmt: skip
+    sft_cfg = PosttrainConfig(stage="sft", max_steps=6, save_steps=3, learning_rate=2e-3, **{**common, "export": True})
+    sft = run(sft_cfg, tmp_path / "sft", model, tok)
+    assert json.loads((tmp_path / "sft" / "result.json").read_text())["adapter_gguf"] == str(
+        tmp_path / "sft" / "adapter.gguf"
+    )
+    assert (tmp_path / "sft" / "adapter.gguf").read_bytes()[:4] == b"GGUF"
     after_sft = score(TOY, greedy_answers(model, tok, TOY, max_new=20))
     assert before["reward"] < 0.5 <= after_sft["reward"], (before, after_sft)
     assert (sft.adapter / "adapter_model.safetensors").is_file() and (tmp_path / "sft" / "curves.png").is_file()
@@ -132,7 +145,9 @@ def test_sft_then_grpo_on_a_toy_set_change_the_adapter_and_raise_the_reward(fres
 @pytest.mark.slow
 def test_the_trl_engine_runs_sft_and_grpo_steps(tmp_path):
     """engine=trl (TRL's SFTTrainer / GRPOTrainer, the GPU path) on the same data, reward and adapter."""
-    common = dict(data=write_toy(tmp_path), eval_n=2, batch_size=2, max_completion_length=16, engine="trl")
+    common = dict(
+        data=write_toy(tmp_path), eval_n=2, batch_size=2, max_completion_length=16, engine="trl", export=False
+    )
     sft = run(PosttrainConfig(stage="sft", max_steps=2, save_steps=1, **common), tmp_path / "sft")
     assert (tmp_path / "sft" / "checkpoints" / "checkpoint-2").is_dir() and sft.steps == 2
     grpo = PosttrainConfig(stage="grpo", max_steps=1, save_steps=1, num_generations=2, init_adapter=str(sft.adapter),
@@ -145,7 +160,7 @@ def test_the_trl_engine_runs_sft_and_grpo_steps(tmp_path):
 def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_path):
     model, tok = fresh
     config = PosttrainConfig(stage="sft", data=write_toy(tmp_path), max_steps=4, save_steps=2, batch_size=2, eval_n=0,
-                             learning_rate=1e-3, lora_dropout=0.0)  # fmt: skip
+                             learning_rate=1e-3, lora_dropout=0.0, export=False)  # fmt: skip
     run(config, tmp_path / "whole", model, tok)
     whole = adapter_state(model)
     ckpt = tmp_path / "whole" / "checkpoints"
@@ -203,3 +218,21 @@ def test_the_trained_planner_is_told_where_the_robot_is():
     assert user == "The robot is at the charging_dock, in the hallway.\nInstruction: Please head to the fridge."
     with pytest.raises(ValueError, match="robot_place=true says where the robot is in llm_goals' names reading"):
         LLMPlanner(reading="spans", robot_place=True, backend=object())
+
+
+def test_the_trained_planner_config_demands_an_adapter():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from hrl.cli import CONFIG_DIR
+    from hrl.train import register_schemas
+    from llm_planner.llm.backend import LLMError, make_backend
+
+    register_schemas()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        planner = compose("eval", overrides=["planner=llm_goals_trained", "task=house_language"]).planner
+    params = OmegaConf.to_container(planner.params)
+    assert {k: params[k] for k in ("reading", "n_examples", "retrieval", "robot_place")} == PLANNER_PARAMS
+    backend = OmegaConf.to_container(planner.backend.params)
+    with pytest.raises(LLMError, match="lora_path is required by this planner config"):
+        make_backend("llama_cpp", **backend)
