@@ -1,14 +1,18 @@
-"""The LLM planner scored with the post-training reward on generated instructions (issue 14's "before").
+"""The LLM planner scored with the post-training reward: before and after post-training (issue 14).
 
-Generates the val split (seed 0; templates and vocabulary that a training split never sees) with
-llm_planner/posttrain/instructions.py, has the planner read each instruction through the planner API
-(``LLMPlanner.interpret``, as benchmarks/llm_planner.py; cache off) and scores the answer with
+Instructions: the generated val or test_gen split (seed 0; templates and vocabulary that a training split
+never sees; llm_planner/posttrain/instructions.py), or ``--split test``: the 64 hand-written instructions of
+the ``apartment_language`` and ``house_language`` suites (never in training data). The planner is the default
+``llm_goals`` (reading=spans, retrieved examples), or with ``--adapter FILE.gguf`` the post-trained one: the
+same embedded model with the GGUF LoRA adapter, in the settings it was trained for (names reading, no worked
+examples, the robot's place said; ``llm_planner.posttrain.train.PLANNER_PARAMS``). It reads each instruction
+through the planner API (``LLMPlanner.interpret``, as benchmarks/llm_planner.py; cache off) and scores the answer with
 llm_planner/posttrain/reward.py (the planned route judged by the task's own check). A planner that raises
 (no valid answer after its re-asks) scores 0. Reports per category: success rate (Wilson 95 % interval),
 mean reward, exact-match rate, latency median / p95, and the wall time. Rows are written as they come
 (``rows.jsonl``), so an interrupted run keeps what it measured.
 
-    python benchmarks/posttrain.py [--n 100] [--seed 0] [--split val] [--out runs/bench/posttrain]
+    python benchmarks/posttrain.py [--n 100] [--seed 0] [--split val|test_gen|test] [--adapter A.gguf] [--out DIR]
 """
 
 from __future__ import annotations
@@ -23,13 +27,31 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import emit, machine
+from benchmarks._common import emit, machine, record
 from hrl.hierarchy_eval import wilson
+from hrl.tasks import load_suite
 from llm_planner.plan import PlanError
+from llm_planner.planners.graph import room_name
 from llm_planner.planners.llm import LLMPlanner
-from llm_planner.posttrain.instructions import CATEGORIES, generate
+from llm_planner.posttrain.instructions import CATEGORIES, TEST_SUITES, Instruction, generate
 from llm_planner.posttrain.reward import Gold, execution_reward
+from llm_planner.posttrain.train import PLANNER_PARAMS
 from sim.world import load_world
+
+
+def test_instructions() -> list[Instruction]:
+    """The 64 instructions of the language suites (the test set) as generator items (start, goals, avoid)."""
+    items = []
+    for suite_name in TEST_SUITES:
+        suite = load_suite(suite_name)
+        world = load_world(suite.map)
+        for k, ep in enumerate(suite.episodes):
+            start = ep.start if isinstance(ep.start, str) else [float(v) for v in ep.start]
+            pose = world.starts[start] if isinstance(start, str) else start
+            room = room_name(world, (pose.x, pose.y) if isinstance(start, str) else (pose[0], pose[1]))
+            items.append(Instruction(f"{suite_name}-{k}", suite.map, "test", ep.category, suite_name, ep.text, start,
+                                     room, tuple(ep.goals), tuple(ep.avoid)))  # fmt: skip
+    return items
 
 
 def score(planner: LLMPlanner, items: list[Any], rows_path: Path) -> list[dict[str, Any]]:
@@ -41,7 +63,8 @@ def score(planner: LLMPlanner, items: list[Any], rows_path: Path) -> list[dict[s
             gold = Gold.from_columns(item.map, item.start, item.goals, item.avoid)
             t0 = time.perf_counter()
             try:
-                answer = planner.interpret(item.text, world, item.start_room)
+                xy = gold.start_pose(world)
+                answer = planner.interpret(item.text, world, item.start_room, robot_xy=(xy.x, xy.y))
                 text, error = answer.model_dump_json(), ""
             except PlanError as err:
                 text, error = "", str(err)
@@ -77,7 +100,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         }
 
     out = {"all": block(rows)}
-    for c in CATEGORIES:
+    for c in [*CATEGORIES, *sorted({r["category"] for r in rows} - set(CATEGORIES))]:
         rs = [r for r in rows if r["category"] == c]
         if rs:
             out[c] = block(rs)
@@ -89,19 +112,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="instructions (shared equally by the maps)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--split", default="val", choices=["val", "test_gen"])
+    parser.add_argument("--split", default="val", choices=["val", "test_gen", "test"])
+    parser.add_argument("--adapter", type=Path, default=None, help="a GGUF LoRA adapter: the post-trained planner")
+    parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
+    parser.add_argument("--quick", action="store_true", help="10 instructions (a smoke run)")
+    parser.add_argument("--no-record", action="store_true", help="do not append the run to benchmarks/RESULTS.md")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/posttrain"))
     args = parser.parse_args()
     t0 = time.perf_counter()
-    dataset = generate(n=args.n, n_val=args.n, n_test_gen=args.n, seed=args.seed)
-    items = dataset.splits[args.split]
+    if args.split == "test":
+        items = test_instructions()
+    else:
+        items = generate(n=args.n, n_val=args.n, n_test_gen=args.n, seed=args.seed).splits[args.split]
+    if args.quick:
+        items = items[:: max(1, len(items) // 10)][:10]
     args.out.mkdir(parents=True, exist_ok=True)
-    planner = LLMPlanner(cache=False)  # the default llm_goals planner: embedded model, greedy, reading=spans
+    if args.adapter:
+        if not args.adapter.is_file():
+            parser.error(f"--adapter {args.adapter}: no such file (export one: python -m llm_planner.posttrain.export)")
+        backend = {"lora_path": str(args.adapter), "n_threads": args.threads}
+        planner = LLMPlanner(cache=False, backend_params=backend, **PLANNER_PARAMS)
+        name = f"llm_goals + adapter {args.adapter.name} ({', '.join(f'{k}={v}' for k, v in PLANNER_PARAMS.items())})"
+    else:
+        # the default llm_goals planner: embedded model, greedy, reading=spans
+        planner = LLMPlanner(cache=False, backend_params={"n_threads": args.threads})
+        name = "llm_goals (default: llama_cpp SmolLM2-135M, reading=spans, greedy, grammar)"
     rows = score(planner, items, args.out / "rows.jsonl")
     summary = summarise(rows)
     figures = {
-        "planner": "llm_goals (default: llama_cpp SmolLM2-135M, reading=spans, greedy, grammar)",
+        "planner": name,
         "split": args.split,
+        "threads": args.threads,
         "seed": args.seed,
         "instructions": len(rows),
         "wall_time_s": round(time.perf_counter() - t0, 1),
@@ -109,6 +150,17 @@ def main() -> None:
         "summary": summary,
     }
     (args.out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
+    if not (args.quick or args.no_record):
+        a = summary["all"]
+        cats = ", ".join(f"{c} {v['success_rate']:.0%}" for c, v in summary.items() if c not in ("all", "outcomes"))
+        record(
+            "posttrain",
+            figures,
+            [name, f"{args.split} ({len(rows)})", f"**{a['success_rate']:.0%}** ({a['wilson95'][0]:.0%}-"
+             f"{a['wilson95'][1]:.0%})", f"{a['exact_rate']:.0%}", cats,
+             f"{a['latency_median_s']} / {a['latency_p95_s']} s"],
+            ["planner", "split (n)", "success (Wilson 95 %)", "exact", "by category", "latency median / p95"],
+        )  # fmt: skip
     emit(figures)
 
 
