@@ -6,6 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from hrl.config import EvalRunConfig, TrainConfig
 from hrl.train import CONFIG_DIR, register_schemas
@@ -208,5 +209,9 @@ def test_every_planner_config_builds(tmp_path):
             continue
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
             cfg = compose(config_name="eval", overrides=[f"planner={name}", "task=apartment_multi"])
+        if name == "llm_goals_trained":  # needs a trained adapter (tests/llm_planner/test_posttrain_train.py)
+            with pytest.raises(MissingMandatoryValue, match="lora_path"):
+                OmegaConf.to_object(cfg)
+            continue
         planner = build_planner(name, planner_params(OmegaConf.to_object(cfg).planner), policy)
         assert planner.name == name
