@@ -480,11 +480,7 @@ def _grpo_trainer(config, out, model, tokenizer, train, callback):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    if config.categories:
-        unknown = sorted(set(config.categories) - {it.category for it in train})
-        if unknown:
-            raise ValueError(f"categories={unknown} are not categories of the training data")
-        train = [it for it in train if it.category in config.categories]
+    train = _only_categories(train, config.categories)
     batch = config.num_generations * config.prompts_per_step
     args = GRPOConfig(
         **_common_args(config, out),
@@ -566,7 +562,7 @@ def _optimizer(config: PosttrainConfig, model: Any) -> tuple[Any, Any]:
 
 
 def _loop(config: PosttrainConfig, out: Path, model: Any, tokenizer: Any, val, log, step_fn) -> int:
-    """The common loop: resume, ``step_fn(step) -> stats`` (loss backward inside), clip, step, log,
+    """The common loop: resume, ``step_fn(micro_batch_index) -> stats`` (loss backward inside), clip, step, log,
     checkpoint, validate; a progress bar."""
     import torch
     from tqdm.auto import tqdm
@@ -586,8 +582,8 @@ def _loop(config: PosttrainConfig, out: Path, model: Any, tokenizer: Any, val, l
     for step in bar:
         t0 = time.perf_counter()
         stats: dict[str, float] = {}
-        for _ in range(config.grad_accum):
-            for k, v in step_fn(step).items():
+        for i in range(config.grad_accum):  # micro-batch i of the stream: resumes see the same batches
+            for k, v in step_fn(step * config.grad_accum + i).items():
                 stats[k] = stats.get(k, 0.0) + v / config.grad_accum
         stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
         optimizer.step()
@@ -637,6 +633,16 @@ def _batches(items: list[Any], batch: int, seed: int, key) -> Any:
     return at
 
 
+def _only_categories(train: list[Instruction], categories: list[str]) -> list[Instruction]:
+    """The training instructions of ``categories`` (all when empty); ValueError naming unknown ones."""
+    if not categories:
+        return train
+    unknown = sorted(set(categories) - {it.category for it in train})
+    if unknown:
+        raise ValueError(f"categories={unknown} are not categories of the training data")
+    return [it for it in train if it.category in categories]
+
+
 def _own_sft(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
     from llm_planner.posttrain.engine import sft_example, sft_loss
 
@@ -648,19 +654,7 @@ def _own_sft(config: PosttrainConfig, out: Path, model, tokenizer, train, val, l
         (loss / config.grad_accum).backward()
         return stats
 
-    return _loop(config, out, model, tokenizer, val, log, _accumulating(step_fn, config.grad_accum))
-
-
-def _accumulating(step_fn, accum: int):
-    """``step_fn`` called with the micro-batch index (step * accum + i) by ``_loop``'s accumulation."""
-    calls = {"n": 0}
-
-    def fn(step: int) -> dict[str, float]:
-        i = calls["n"] % accum
-        calls["n"] += 1
-        return step_fn(step * accum + i)
-
-    return fn
+    return _loop(config, out, model, tokenizer, val, log, step_fn)
 
 
 def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
@@ -668,11 +662,7 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
 
     from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sample
 
-    if config.categories:
-        unknown = sorted(set(config.categories) - {it.category for it in train})
-        if unknown:
-            raise ValueError(f"categories={unknown} are not categories of the training data")
-        train = [it for it in train if it.category in config.categories]
+    train = _only_categories(train, config.categories)
     reward_fn = make_reward_function(extra_target_cost=config.extra_target_cost)
     rows = {id(it): row for it, row in zip(train, grpo_rows(train), strict=True)}
     prompt_at = _batches(train, 1, config.seed, key=lambda it: 0)
@@ -709,4 +699,4 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
         )
         return stats
 
-    return _loop(config, out, model, tokenizer, val, log, _accumulating(step_fn, config.grad_accum))
+    return _loop(config, out, model, tokenizer, val, log, step_fn)
