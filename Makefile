@@ -4,9 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # Extras installed by `make setup` (pybullet: the second physics backend; llm: the embedded planner, its
-# llama.cpp wheel built once per machine and cached in WHEEL_CACHE; ros: ROS 2 from PyPI wheels). Others
-# are opt-in: make setup EXTRAS=mujoco,pybullet,rl,llm,ros,posttrain,dev,cluster
-EXTRAS ?= mujoco,pybullet,rl,llm,ros,posttrain,dev
+# llama.cpp wheel built once per machine and cached in WHEEL_CACHE; ros: ROS 2 from PyPI wheels; panda: panda-gym,
+# the foreign goal env hrl-train is tested on). Others are opt-in: make setup EXTRAS=mujoco,...,dev,cluster
+EXTRAS ?= mujoco,pybullet,rl,llm,ros,posttrain,panda,dev
 LLAMA_CPP_VERSION ?= 0.3.36
 WHEEL_CACHE ?= $(HOME)/.cache/hrl-stack/wheels
 # CPU build of PyTorch (a plain `torch` requirement would pull a multi-GB CUDA build).

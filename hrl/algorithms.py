@@ -36,6 +36,9 @@ FEATURES: dict[str, str | None] = {
     "goal_frame": "hrl.features:GoalFrameExtractor",
     "flat": None,
 }
+#: The features any Dict(observation, achieved_goal, desired_goal) env can use; the others read one env
+#: family's observation layout and are allowed for it only (hrl.config.EnvFamily.features).
+GENERIC_FEATURES = frozenset({"flat"})
 
 
 def register_algorithm(spec: AlgorithmSpec) -> None:

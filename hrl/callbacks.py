@@ -101,7 +101,11 @@ class PeriodicEvaluation(BaseCallback):
             "success_rate": summary.success_rate,
             "mean_return": summary.mean_return,
             "mean_episode_length": summary.mean_steps,
-            "collision_rate": summary.episodes_with_collision / summary.episodes,
+            "collision_rate": (
+                summary.episodes_with_collision / summary.episodes
+                if summary.episodes_with_collision is not None
+                else ""
+            ),  # empty: the env does not report collisions
             "goal_radius": self.state.goal_radius if self.state.goal_radius is not None else "",
         }
         append_metrics(self.metrics_path, row)

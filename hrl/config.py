@@ -7,12 +7,15 @@ methods then check values. Library code receives these objects, never a DictConf
 
 from __future__ import annotations
 
+import fnmatch
+import importlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hrl import DEFAULT_POLICY
-from hrl.algorithms import ALGORITHMS, FEATURES
+from hrl.algorithms import ALGORITHMS, FEATURES, GENERIC_FEATURES
 from hrl.executor import ExecutorConfig
 
 
@@ -48,9 +51,17 @@ def task_options() -> str:
 
 @dataclass
 class EnvConfig:
-    """Arguments of ``hrl/RoverNav-v0`` (see docs/environment.md)."""
+    """The env to train or evaluate on: any registered Gymnasium goal env (see docs/training.md).
+
+    ``id`` names it; ``packages`` are imported first (they register their envs, as RL Zoo's
+    ``--gym-packages``); ``kwargs`` go to ``gym.make`` for every id. The other fields are the arguments of
+    the rover's ``hrl/RoverNav-*`` (docs/environment.md): they reach only the ids of an :class:`EnvFamily`
+    that reads them, never another env; ``kwargs`` override or add to them.
+    """
 
     id: str = "hrl/RoverNav-v0"
+    packages: list[str] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
     map: str = "open"
     backend: str = "mujoco"
     goal_mode: str = "local"
@@ -74,29 +85,177 @@ class EnvConfig:
             raise ValueError(f"env.{err}") from None
         for name in ("local_goal_radius", "success_radius", "control_hz", "physics_dt"):
             _positive("env", name, getattr(self, name))
+        if not isinstance(self.kwargs, dict) or not all(isinstance(k, str) for k in self.kwargs):
+            raise ValueError(f"env.kwargs must map argument names to values, got {self.kwargs!r}")
+        if self.wrappers and self.family() is None:
+            raise ValueError(
+                f"env.wrappers are an argument of {_family_ids()}, not of env.id={self.id}; "
+                "give its own wrappers in env.kwargs, if it takes any"
+            )
+        self.import_packages()
+        import gymnasium as gym
+
+        if self.id not in gym.registry:
+            import difflib
+
+            close = difflib.get_close_matches(self.id, list(gym.registry), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            where = (
+                f"after importing env.packages={self.packages}"
+                if self.packages
+                else "name the package that registers it in env.packages=[...]"
+            )
+            raise ValueError(f"env.id={self.id!r} is not a registered Gymnasium env ({where}){hint}")
         # The env validates the rest (map name, goal mode, ...) with messages that list the options.
 
+    def family(self) -> EnvFamily | None:
+        """The :class:`EnvFamily` of ``id``; None for an env that gets ``kwargs`` only."""
+        return env_family(self.id)
+
+    def import_packages(self) -> None:
+        """Import ``packages`` (registering their envs) and ``sim`` (ours); a missing one is a ValueError
+        naming it and what to install."""
+        import sim  # noqa: F401  (registers hrl/RoverNav-*)
+
+        for package in self.packages:
+            if not isinstance(package, str) or not all(part.isidentifier() for part in package.split(".")):
+                raise ValueError(f"env.packages must list importable module names, got {package!r}")
+            try:
+                importlib.import_module(package)
+            except ImportError as err:
+                extra = PACKAGE_EXTRAS.get(package)
+                fix = f"pip install 'hrl-stack[{extra}]'" if extra else "install the distribution that provides it"
+                raise ValueError(
+                    f"env.packages: cannot import {package!r} ({err}), which env.id={self.id} needs; {fix}"
+                ) from None
+
     def make_kwargs(self, robot: RobotConfig) -> dict[str, Any]:
-        """Keyword arguments for ``gym.make(self.id, ...)``."""
-        kwargs: dict[str, Any] = {
-            "map": self.map,
-            "robot": robot.name,
-            "backend": self.backend,
-            "goal_mode": self.goal_mode,
-            "local_goal_radius": self.local_goal_radius,
-            "success_radius": self.success_radius,
-            "control_hz": self.control_hz,
-            "physics_dt": self.physics_dt,
-            "max_steps": self.max_steps,
-            "reward_type": self.reward_type,
-            "collision_penalty": self.collision_penalty,
-        }
-        if self.wrappers:
-            kwargs["wrappers"] = plain_wrapper_specs(self.wrappers)
-        for name in ("lidar_rays", "lidar_fov_deg", "lidar_max_range"):
-            if getattr(robot, name) is not None:
-                kwargs[name] = getattr(robot, name)
-        return kwargs
+        """Keyword arguments for ``gym.make(self.id, ...)``: the family's (none for a foreign env), then ``kwargs``."""
+        family = self.family()
+        kwargs = family.arguments(self, robot) if family is not None else {}
+        return kwargs | dict(self.kwargs)
+
+    def make_env(self, robot: RobotConfig, **extra: Any) -> Any:
+        """``gym.make(self.id, **self.make_kwargs(robot), **extra)`` after importing ``packages``
+        (``extra``: e.g. ``render_mode``). Picklable as a bound method, so subprocess vector envs use it."""
+        import gymnasium as gym
+
+        self.import_packages()
+        return gym.make(self.id, **(self.make_kwargs(robot) | extra))
+
+    def episode_steps(self, robot: RobotConfig) -> int | None:
+        """The episode length: the family's own (the rover's ``max_steps``), else the ``max_episode_steps``
+        given in ``kwargs`` or registered with the id (its TimeLimit); None if neither sets one."""
+        family = self.family()
+        if family is not None:
+            return family.episode_steps(self.make_kwargs(robot))
+        if self.kwargs.get("max_episode_steps") is not None:
+            return int(self.kwargs["max_episode_steps"])
+        import gymnasium as gym
+
+        self.import_packages()
+        return gym.spec(self.id).max_episode_steps
+
+    def describe(self) -> str:
+        """A short name of the env for titles and logs (the rover: its map)."""
+        family = self.family()
+        return family.describe(self) if family is not None else self.id
+
+
+@dataclass(frozen=True)
+class EnvFamily:
+    """Env ids that take arguments from :class:`EnvConfig`'s own fields, and what training may assume of them.
+
+    Any other registered Gymnasium env gets exactly ``env.kwargs``, plain features (``flat``), no curriculum,
+    and its registered ``max_episode_steps``. A new env of ours either takes its arguments from ``env.kwargs``
+    (nothing to register, if it is registered with ``max_episode_steps``) or registers a family, e.g. one
+    whose episode length is its own ``max_steps`` argument::
+
+        register_env_family(EnvFamily(
+            pattern="hrl/PandaTabletop-*",
+            arguments=lambda env, robot: {},          # all of its arguments come from env.kwargs
+            episode_steps=lambda kwargs: kwargs.get("max_steps", 50),
+            episode_steps_key="env.kwargs.max_steps",
+        ))
+    """
+
+    #: fnmatch pattern of the env ids, e.g. ``"hrl/RoverNav-*"``.
+    pattern: str
+    #: ``gym.make`` keyword arguments from the env and robot configs (``env.kwargs`` are merged over them).
+    arguments: Callable[[EnvConfig, RobotConfig], dict[str, Any]]
+    #: The episode length from the final ``gym.make`` arguments.
+    episode_steps: Callable[[dict[str, Any]], int]
+    #: The config key of that length, named by errors (e.g. ``env.max_steps``).
+    episode_steps_key: str
+    #: The EnvConfig fields ``arguments`` reads, and ``"robot"`` if it reads the robot config: ``hrl-train``
+    #: refuses an override of any other (it would be silently ignored).
+    reads: tuple[str, ...] = ()
+    #: Feature extractors (algorithms.FEATURES) that read its observation layout, besides the generic ones.
+    features: tuple[str, ...] = ()
+    #: Whether its envs have ``set_local_goal_radius`` (the goal curriculum).
+    curriculum: bool = False
+    #: A short name of a config's env for titles and logs.
+    describe: Callable[[EnvConfig], str] = lambda env: env.id
+
+
+ENV_FAMILIES: list[EnvFamily] = []
+
+#: Module of env.packages -> the hrl-stack extra that installs it (named by the missing-package error).
+PACKAGE_EXTRAS = {"panda_gym": "panda"}
+
+
+def register_env_family(family: EnvFamily) -> None:
+    """Add ``family`` (a later registration with the same pattern replaces the earlier one)."""
+    ENV_FAMILIES[:] = [f for f in ENV_FAMILIES if f.pattern != family.pattern] + [family]
+
+
+def env_family(env_id: str) -> EnvFamily | None:
+    """The registered family whose pattern matches ``env_id``; None for a foreign env."""
+    return next((f for f in ENV_FAMILIES if fnmatch.fnmatchcase(env_id, f.pattern)), None)
+
+
+def _family_ids() -> str:
+    return " | ".join(f.pattern for f in ENV_FAMILIES)
+
+
+def rover_arguments(env: EnvConfig, robot: RobotConfig) -> dict[str, Any]:
+    """``hrl/RoverNav-*``'s arguments: the rover fields of ``env`` and the lidar overrides of ``robot``."""
+    kwargs: dict[str, Any] = {
+        "map": env.map,
+        "robot": robot.name,
+        "backend": env.backend,
+        "goal_mode": env.goal_mode,
+        "local_goal_radius": env.local_goal_radius,
+        "success_radius": env.success_radius,
+        "control_hz": env.control_hz,
+        "physics_dt": env.physics_dt,
+        "max_steps": env.max_steps,
+        "reward_type": env.reward_type,
+        "collision_penalty": env.collision_penalty,
+    }
+    if env.wrappers:
+        kwargs["wrappers"] = plain_wrapper_specs(env.wrappers)
+    for name in ("lidar_rays", "lidar_fov_deg", "lidar_max_range"):
+        if getattr(robot, name) is not None:
+            kwargs[name] = getattr(robot, name)
+    return kwargs
+
+
+register_env_family(
+    EnvFamily(
+        pattern="hrl/RoverNav-*",
+        arguments=rover_arguments,
+        episode_steps=lambda kwargs: int(kwargs["max_steps"]),
+        episode_steps_key="env.max_steps",
+        reads=(
+            *("map", "backend", "goal_mode", "local_goal_radius", "success_radius", "control_hz", "physics_dt"),
+            *("max_steps", "reward_type", "collision_penalty", "wrappers", "robot"),
+        ),
+        features=("goal_frame",),
+        curriculum=True,
+        describe=lambda env: env.map,
+    )
+)
 
 
 def plain_wrapper_specs(wrappers: list[Any]) -> list[Any]:
@@ -215,6 +374,12 @@ class CurriculumConfig:
     def validate(self, env: EnvConfig) -> None:
         if not self.enabled:
             return
+        family = env.family()
+        if family is None or not family.curriculum:
+            raise ValueError(
+                f"curriculum grows the local goal radius of {_family_ids()}; env.id={env.id} has none: "
+                "set curriculum.enabled=false"
+            )
         if env.goal_mode != "local":
             raise ValueError(f"curriculum needs env.goal_mode=local, got {env.goal_mode!r}")
         _positive("curriculum", "start_radius", self.start_radius)
@@ -265,19 +430,43 @@ class TrainConfig:
         _positive("", "torch_threads", self.torch_threads, integer=True)
         _choice("", "vec_env", self.vec_env, {"dummy", "subproc"})
         _choice("", "device", self.device, {"cpu", "cuda", "auto"})
+        family = self.env.family()
+        readable = GENERIC_FEATURES | set(family.features if family is not None else ())
+        if self.algo.features not in readable:
+            raise ValueError(
+                f"algo.features={self.algo.features} reads the observation layout of "
+                f"{' | '.join(f.pattern for f in ENV_FAMILIES if self.algo.features in f.features)}, not that of "
+                f"env.id={self.env.id}: use algo.features={' | '.join(sorted(readable))}"
+            )
         spec = ALGORITHMS[self.algo.name]
         starts = self.algo.learning_starts
-        if spec.off_policy and self.algo.her and starts is not None and starts <= self.env.max_steps:
+        if spec.off_policy and self.algo.her and starts is not None:
+            self._check_her_episode_length(starts, family)
+
+    def _check_her_episode_length(self, starts: int, family: EnvFamily | None) -> None:
+        steps = self.env.episode_steps(self.robot)
+        if steps is None:
             raise ValueError(
-                f"algo.learning_starts ({starts}) must exceed env.max_steps "
-                f"({self.env.max_steps}): HER samples goals from complete episodes"
+                f"env.id={self.env.id} has no episode limit (no max_episode_steps registered) and HER samples goals "
+                "from complete episodes: set env.kwargs.max_episode_steps=N"
+            )
+        if starts <= steps:
+            what = family.episode_steps_key if family is not None else f"the episode length of {self.env.id}"
+            raise ValueError(
+                f"algo.learning_starts ({starts}) must exceed {what} ({steps}): "
+                "HER samples goals from complete episodes"
             )
 
     def fingerprint(self) -> dict[str, Any]:
         """What a checkpoint must agree with to be resumed: the env, robot and algorithm."""
         from dataclasses import asdict
 
-        return {"env": asdict(self.env), "robot": asdict(self.robot), "algo": asdict(self.algo)}
+        env = asdict(self.env)
+        # Checkpoints from before env.packages/env.kwargs existed have neither: empty ones do not count.
+        for name in ("packages", "kwargs"):
+            if not env[name]:
+                del env[name]
+        return {"env": env, "robot": asdict(self.robot), "algo": asdict(self.algo)}
 
 
 @dataclass

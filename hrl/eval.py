@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hrl.cli import overridden_keys, run_hydra_app
-from hrl.config import EvalRunConfig, plain_wrapper_specs
+from hrl.config import EnvConfig, EvalRunConfig, env_family, plain_wrapper_specs
 from hrl.train import register_schemas
 
 #: Keys a mode does not read -> why, and what to use instead. ``hrl-eval`` refuses an override of one
@@ -50,19 +50,19 @@ def fail(message: str) -> None:
 
 
 def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
-    """Evaluate ``config.policy`` on ``config.env``; returns the summary written to summary.json."""
-    import gymnasium as gym
-
-    import sim  # noqa: F401
-    from hrl.evaluation import evaluate
+    """Evaluate ``config.policy`` on ``config.env`` (a policy trained on a foreign env such as PandaReach-v3:
+    on its own env from its .policy.yaml, unless env.id names another foreign one); returns the summary
+    written to summary.json."""
+    from hrl.evaluation import evaluate, video_fps
     from hrl.policy import GoalPolicy
     from hrl.video import write_video
 
     config.validate()
     policy = GoalPolicy.load(config.policy)
     robot = config.robot.apply(policy.robot_config)
-    kwargs = config.env.make_kwargs(robot)
-    env = gym.make(config.env.id, render_mode="rgb_array" if config.video_episodes else None, **kwargs)
+    env_config = eval_env_config(config.env, policy.env_config)
+    kwargs = env_config.make_kwargs(robot)
+    env = env_config.make_env(robot, render_mode="rgb_array" if config.video_episodes else None)
     policy.check_compatible(env.observation_space)
     summary, frames = evaluate(
         policy,
@@ -72,10 +72,12 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
         record_episodes=config.video_episodes,
         progress=config.progress_bar,
     )
+    fps = video_fps(env) or 30.0
     env.close()
     out_dir.mkdir(parents=True, exist_ok=True)
     doc = {
         "policy": str(policy.path),
+        "env_id": env_config.id,
         "env": kwargs,
         "episodes": summary.episodes,
         "success_rate": summary.success_rate,
@@ -83,7 +85,11 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
         "mean_steps_successful": summary.mean_steps_successful,
         "collisions": summary.collisions,
         "episodes_with_collision": summary.episodes_with_collision,
-        "collision_free_rate": round(1.0 - summary.episodes_with_collision / summary.episodes, 4),
+        "collision_free_rate": (
+            round(1.0 - summary.episodes_with_collision / summary.episodes, 4)
+            if summary.episodes_with_collision is not None
+            else None  # the env does not report collisions
+        ),
         "mean_final_distance": summary.mean_final_distance,
         "per_episode": summary.to_dict()["per_episode"],
     }
@@ -91,8 +97,16 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
     tmp.write_text(json.dumps(doc, indent=2))
     tmp.replace(out_dir / "summary.json")
     if frames:
-        write_video(frames, out_dir / "eval.mp4", fps=config.env.control_hz)
+        write_video(frames, out_dir / "eval.mp4", fps=fps)
     return doc
+
+
+def eval_env_config(env: EnvConfig, trained_on: EnvConfig) -> EnvConfig:
+    """The env of goal reaching: ``env``, except for a policy trained on an env of no family (a foreign one)
+    while ``env`` is of one (the default, the rover's): then its own training env, ``env.kwargs`` added."""
+    if trained_on.family() is None and env.family() is not None:
+        return replace(trained_on, kwargs=trained_on.kwargs | env.kwargs)
+    return env
 
 
 def ignored_overrides(keys: list[str], with_task: bool) -> list[str]:
@@ -196,10 +210,13 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
         fail(str(err))
     wrappers = [w if isinstance(w, str) else w["name"] for w in config.env.wrappers]
     where = f"{config.env.goal_mode} goals, {config.env.backend}" + (f" + {', '.join(wrappers)}" if wrappers else "")
+    where = f"{config.env.map} ({where})" if env_family(doc["env_id"]) is not None else doc["env_id"]
+    contacts = doc["episodes_with_collision"]
     print(
-        f"[hrl-eval] {doc['policy']} on {config.env.map} ({where}): "
-        f"success {doc['success_rate']:.0%} over {doc['episodes']} episodes, mean steps {doc['mean_steps']:.1f}, "
-        f"episodes with a wall contact {doc['episodes_with_collision']} -> {out_dir}"
+        f"[hrl-eval] {doc['policy']} on {where}: "
+        f"success {doc['success_rate']:.0%} over {doc['episodes']} episodes, mean steps {doc['mean_steps']:.1f}"
+        + (f", episodes with a wall contact {contacts}" if contacts is not None else "")
+        + f" -> {out_dir}"
     )
     return doc["success_rate"]
 

@@ -1,4 +1,9 @@
-"""Evaluate a goal-conditioned policy on a rover env: success rate, steps, collisions, and a video."""
+"""Evaluate a goal-conditioned policy on a goal env: success rate, steps, collisions, and a video.
+
+Any Gymnasium goal env works: ``info["is_success"]`` decides success; the distance to the goal is the env's
+``info["distance"]`` where it reports one (the rover), else that of ``achieved_goal`` to ``desired_goal``;
+collisions are counted where the env reports ``info["collision"]`` and are None where it does not.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ Policy = Callable[[dict[str, np.ndarray]], np.ndarray]
 class EpisodeResult:
     success: bool
     steps: int
-    collisions: int
+    collisions: int | None  # None: the env does not report collisions
     final_distance: float
     path_length: float
     episode_return: float
@@ -33,8 +38,8 @@ class EvaluationSummary:
     success_rate: float
     mean_steps: float
     mean_steps_successful: float | None
-    collisions: int
-    episodes_with_collision: int
+    collisions: int | None  # None: the env does not report collisions
+    episodes_with_collision: int | None
     mean_final_distance: float
     mean_return: float
     per_episode: list[EpisodeResult] = field(default_factory=list)
@@ -75,16 +80,18 @@ def evaluate(
         record = ep < record_episodes
         if record:
             frames.append(env.render())
-        steps = collisions = 0
+        steps = 0
+        collisions: int | None = None
         ret = path = 0.0
         success = False
-        initial_distance = float(info["distance"])
+        initial_distance = _goal_distance(obs, info)
         prev = _true_position(env, obs)
         while True:
             obs, reward, terminated, truncated, info = env.step(policy(obs))
             steps += 1
             ret += float(reward)
-            collisions += int(info["collision"])
+            if "collision" in info:
+                collisions = (collisions or 0) + int(info["collision"])
             position = _true_position(env, obs)
             path += float(np.linalg.norm(position - prev))
             prev = position
@@ -94,20 +101,36 @@ def evaluate(
                 success = True
             if terminated or truncated or (success and stop_on_success):
                 break
-        results.append(EpisodeResult(success, steps, collisions, float(info["distance"]), path, ret, initial_distance))
+        results.append(
+            EpisodeResult(success, steps, collisions, _goal_distance(obs, info), path, ret, initial_distance)
+        )
     successes = [r for r in results if r.success]
+    reported = [r.collisions for r in results if r.collisions is not None]
     summary = EvaluationSummary(
         episodes=episodes,
         success_rate=len(successes) / episodes,
         mean_steps=float(np.mean([r.steps for r in results])),
         mean_steps_successful=float(np.mean([r.steps for r in successes])) if successes else None,
-        collisions=sum(r.collisions for r in results),
-        episodes_with_collision=sum(r.collisions > 0 for r in results),
+        collisions=sum(reported) if reported else None,
+        episodes_with_collision=sum(c > 0 for c in reported) if reported else None,
         mean_final_distance=float(np.mean([r.final_distance for r in results])),
         mean_return=float(np.mean([r.episode_return for r in results])),
         per_episode=results,
     )
     return summary, frames
+
+
+def video_fps(env: gym.Env) -> float | None:
+    """The frame rate of ``env``'s rendered frames (its ``render_fps``: the rover's control rate); None if unset."""
+    fps = env.metadata.get("render_fps")
+    return float(fps) if fps else None
+
+
+def _goal_distance(obs: dict[str, np.ndarray], info: dict[str, Any]) -> float:
+    """The env's own distance to the goal where it reports one, else that of the achieved to the desired goal."""
+    if "distance" in info:
+        return float(info["distance"])
+    return float(np.linalg.norm(np.asarray(obs["achieved_goal"]) - np.asarray(obs["desired_goal"])))
 
 
 def _true_position(env: gym.Env, obs: dict[str, np.ndarray]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Policy input features for the rover's goal-conditioned policies.
+"""Policy input features for the rover's goal-conditioned policies (other goal envs use ``flat``).
 
 The env's observation carries the absolute pose and the goal in the map frame (HER needs absolute
 goals to relabel). A goal-reaching skill, however, should not depend on *where* in a map it runs:
@@ -20,6 +20,14 @@ class GoalFrameExtractor(BaseFeaturesExtractor):
 
     def __init__(self, observation_space: gym.spaces.Dict) -> None:
         n_obs = observation_space["observation"].shape[0]
+        goal_shape = observation_space["desired_goal"].shape
+        if goal_shape != (2,) or n_obs < 4:
+            # Another env's observation would be read as a pose without any error: refuse it by its shapes.
+            raise ValueError(
+                "algo.features=goal_frame reads the rover's observation (x, y, cos, sin, ...) and an (x, y) goal; "
+                f"this env has observation {observation_space['observation'].shape} and goal {goal_shape}: "
+                "use algo.features=flat"
+            )
         super().__init__(observation_space, features_dim=3 + (n_obs - 4))
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -89,6 +89,11 @@ class GoalPolicy:
         model = spec.load_class().load(path, device=device, custom_objects=custom)
         return cls(model, env, robot, algo, path)
 
+    def make_env(self, **extra: Any) -> Any:
+        """The env the policy was trained on, rebuilt from its ``.policy.yaml`` (id, packages, arguments);
+        ``extra`` go to ``gym.make`` too (e.g. ``render_mode="rgb_array"``)."""
+        return self.env_config.make_env(self.robot_config, **extra)
+
     def lidar(self) -> Any:
         """The lidar layout the policy was trained with (robot spec plus the run's overrides)."""
         from robots.spec import load_robot

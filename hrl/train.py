@@ -5,6 +5,7 @@
     hrl-train algo=tqc_her env=two_rooms_local total_steps=50000 n_envs=2
     hrl-train -m seed=0,1 hydra/launcher=joblib    # local parallel sweep
     hrl-train resume=runs/train/rover_local/2026-12-02_11-00-00   # continue an interrupted run
+    hrl-train env.id=PandaReach-v3 env.packages=[panda_gym] algo.features=flat   # any registered goal env
 
 The Hydra-specific part lives here only; :func:`hrl.training.train` takes a typed ``TrainConfig``.
 """
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrl.cli import CONFIG_DIR, run_hydra_app, sigterm_as_keyboard_interrupt
+from hrl.cli import CONFIG_DIR, overridden_keys, run_hydra_app, sigterm_as_keyboard_interrupt
 from hrl.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -53,6 +54,12 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     hydra_config = HydraConfig.get()
     run_dir = Path(hydra_config.runtime.output_dir)
     command = " ".join(["hrl-train", *(str(o) for o in hydra_config.overrides.task)])
+    unused = unused_overrides(config, overridden_keys(hydra_config.overrides.task))
+    if unused:
+        fail(
+            f"{', '.join(unused)}: not arguments of env.id={config.env.id} (the rover's, hrl/RoverNav-*), "
+            "so it would not get them; give its own arguments as env.kwargs={name: value, ...}"
+        )
     try:
         result = _train_in_this_process(config, run_dir, command=command)
     except (ValueError, RunDirectoryError, FileNotFoundError) as err:
@@ -64,6 +71,24 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
         f"{result.final_success:.0%} (best {result.best_success:.0%}) -> {run_dir}"
     )
     return result.final_success
+
+
+def unused_overrides(config: TrainConfig, keys: list[str]) -> list[str]:
+    """The overridden ``keys`` the env would not get: ``env.*`` keys (and ``robot.*``) its family does not read
+    (EnvFamily.reads; an env of no family reads only ``env.id``, ``env.packages`` and ``env.kwargs``)."""
+    family = config.env.family()
+    reads = family.reads if family is not None else ()
+    own = ("env.id", "env.packages", "env.kwargs", *(f"env.{name}" for name in reads if name != "robot"))
+    if "robot" in reads:
+        own = (*own, "robot")
+    if "wrappers" in reads:
+        own = (*own, "env/wrappers")
+    return [
+        k
+        for k in keys
+        if k.startswith(("env.", "env/", "robot.")) or k == "robot"
+        if not any(k == o or k.startswith((f"{o}.", f"{o}/")) for o in own)
+    ]
 
 
 def resume(run_dir: Path, overrides: list[str]) -> int:

@@ -16,18 +16,18 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.callbacks import CallbackList
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.noise import NormalActionNoise
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
-import sim  # noqa: F401  (registers the env ids)
 from hrl.algorithms import AlgorithmSpec, algorithm, features_class
 from hrl.callbacks import (
     Clock,
@@ -39,7 +39,7 @@ from hrl.callbacks import (
 )
 from hrl.checkpoint import latest_checkpoint, load_rng, read_state, restore_rng
 from hrl.config import AlgoConfig, TrainConfig
-from hrl.evaluation import evaluate
+from hrl.evaluation import evaluate, video_fps
 from hrl.plots import plot_learning_curve
 from hrl.policy import write_sidecar
 from hrl.video import write_video
@@ -63,12 +63,9 @@ class TrainResult:
 
 def make_training_env(config: TrainConfig, seed: int) -> VecEnv:
     vec_cls = DummyVecEnv if config.vec_env == "dummy" else SubprocVecEnv
+    # A callable, not the id: each (sub)process imports env.packages before gym.make.
     return make_vec_env(
-        config.env.id,
-        n_envs=config.n_envs,
-        seed=seed,
-        vec_env_cls=vec_cls,
-        env_kwargs=config.env.make_kwargs(config.robot),
+        partial(config.env.make_env, config.robot), n_envs=config.n_envs, seed=seed, vec_env_cls=vec_cls
     )
 
 
@@ -148,7 +145,7 @@ def train(config: TrainConfig, run_dir: Path, *, resume: bool = False, command: 
     _append_run_info(run_dir, resumed=checkpoint is not None, command=command)
 
     venv = make_training_env(config, seed=config.seed)
-    eval_env = gym.make(config.env.id, **config.env.make_kwargs(config.robot))
+    eval_env = config.env.make_env(config.robot)
     try:
         tb_log = str(run_dir / "tensorboard") if config.tensorboard else None
         if checkpoint is None:
@@ -264,10 +261,27 @@ def _finish_run(
     plot_learning_curve(
         run_dir / METRICS,
         run_dir / "learning_curve.png",
-        title=f"{config.experiment_name}: {config.algo.name} on {config.env.map}",
+        title=f"{config.experiment_name}: {config.algo.name} on {config.env.describe()}",
     )
-    if config.eval.video_episodes > 0:
-        video_env = gym.make(config.env.id, render_mode="rgb_array", **config.env.make_kwargs(config.robot))
+    video = _record_video(config, model, run_dir / "eval.mp4", evaluation.eval_env.metadata)
+    result = TrainResult(run_dir, model.num_timesteps, clock(), state.best_success, final_success, False)
+    summary = asdict(result) | {"run_dir": str(run_dir), "video": video}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return result
+
+
+def _record_video(config: TrainConfig, model: Any, path: Path, metadata: dict[str, Any]) -> str | None:
+    """``eval.video_episodes`` evaluation episodes to ``path``; what was written, or why not (summary.json)."""
+    if config.eval.video_episodes == 0:
+        return None
+    if "rgb_array" not in metadata.get("render_modes", ()):
+        note = (
+            f"no video: env.id={config.env.id} does not render rgb_array (render_modes {metadata.get('render_modes')})"
+        )
+        warnings.warn(note, stacklevel=2)
+        return note
+    video_env = config.env.make_env(config.robot, render_mode="rgb_array")
+    try:
         _, frames = evaluate(
             lambda obs: model.predict(obs, deterministic=True)[0],
             video_env,
@@ -276,11 +290,15 @@ def _finish_run(
             record_episodes=config.eval.video_episodes,
             progress=False,
         )
-        write_video(frames, run_dir / "eval.mp4", fps=config.env.control_hz)
+        fps = video_fps(video_env)
+    finally:
         video_env.close()
-    result = TrainResult(run_dir, model.num_timesteps, clock(), state.best_success, final_success, False)
-    (run_dir / "summary.json").write_text(json.dumps(asdict(result) | {"run_dir": str(run_dir)}, indent=2))
-    return result
+    note = ""
+    if fps is None:
+        fps, note = 30.0, f" (env.id={config.env.id} declares no render_fps: 30 assumed)"
+        warnings.warn(f"eval.mp4{note}", stacklevel=2)
+    write_video(frames, path, fps=fps)
+    return f"{path.name}: {config.eval.video_episodes} episodes at {fps:g} fps{note}"
 
 
 def _save_model(model: Any, path: Path, config: TrainConfig, steps: int) -> None:
