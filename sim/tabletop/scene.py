@@ -40,6 +40,8 @@ PLACE_KINDS = ("bin", "plate", "zone")
 #: flat mark. The physics backends build exactly these.
 BIN_WALL_THICKNESS = 0.005
 PLATE_THICKNESS = 0.01
+#: Horizontal distance (m) places and the workspace keep from the robot's base (the Panda's link0 is ~11 cm wide).
+BASE_CLEARANCE = 0.15
 _PLACE_COLORS = {"bin": "grey", "plate": "white", "zone": "yellow"}
 #: Layout sampling: whole-layout restarts, and candidate positions drawn per object per restart.
 _LAYOUT_RESTARTS = 50
@@ -184,11 +186,12 @@ class TabletopScene:
                 circles.append((float(x), float(y), obj.footprint_radius))
             else:
                 return layout
+        avoiding = f", clear of places {[p.name for p in self.places]}" if self.places else ""
         raise ValueError(
             f"scene {self.name!r}: found no layout of {[o.name for o in chosen]} without overlaps in the workspace "
-            f"x {list(self.workspace[0])}, y {list(self.workspace[1])} (min_gap {self.min_gap} m, avoiding places "
-            f"{[p.name for p in self.places]}) after {_LAYOUT_RESTARTS} tries; enlarge the workspace, move the "
-            "places out of it, lower min_gap, or use fewer or smaller objects"
+            f"x {list(self.workspace[0])}, y {list(self.workspace[1])} (min_gap {self.min_gap} m{avoiding}) after "
+            f"{_LAYOUT_RESTARTS} tries; enlarge the workspace, move the places out of it, lower min_gap, or use fewer "
+            "or smaller objects"
         )
 
     def describe(self) -> str:
@@ -247,12 +250,16 @@ def _parse_scene(root: Fields, default_name: str) -> TabletopScene:
     )
 
     def check_area(f: Fields, key: str | None, center: Vec2, size: Vec2, what: str, margin: float = 0.0) -> None:
-        """Within the arm's reach of the base (horizontally), and on the table with ``margin`` to spare."""
+        """Within the arm's reach of the base but clear of it (horizontally), on the table with ``margin`` to spare."""
         lo, hi = (center[0] - size[0] / 2, center[1] - size[1] / 2), (center[0] + size[0] / 2, center[1] + size[1] / 2)
         far = max(math.hypot(x - base[0], y - base[1]) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]))
         if far > reach:
             raise f.error(key, f"{what} reaches {far:.3f} m from the robot base at {list(base[:2])}; "
                           f"the arm reaches {reach} m (robot.reach)")  # fmt: skip
+        near = math.hypot(max(lo[0] - base[0], 0.0, base[0] - hi[0]), max(lo[1] - base[1], 0.0, base[1] - hi[1]))
+        if near < BASE_CLEARANCE:
+            raise f.error(key, f"{what} comes within {near:.3f} m of the robot base at {list(base[:2])}; "
+                          f"keep {BASE_CLEARANCE} m clear of it")  # fmt: skip
         lo, hi = (lo[0] - margin, lo[1] - margin), (hi[0] + margin, hi[1] + margin)
         if not table.covers(lo, hi):
             raise f.error(key, f"{what} ({_span(lo, hi)}) is not on the table ({_span(table.low, table.high)})")
@@ -290,8 +297,9 @@ def _parse_scene(root: Fields, default_name: str) -> TabletopScene:
     ws.reject_unknown(["x", "y"])
     workspace = (_interval(ws, "x", [-0.15, 0.15]), _interval(ws, "y", [-0.15, 0.15]))
     radius = max(o.footprint_radius for o in objects)  # an object at the workspace's edge still stands on the table
-    center, size = tuple(sum(r) / 2 for r in workspace), tuple(r[1] - r[0] for r in workspace)
-    check_area(ws, None, center, size, f"the workspace widened by the largest object ({radius:.3f} m)", radius)  # type: ignore[arg-type]
+    (x0, x1), (y0, y1) = workspace
+    what = f"the workspace plus the largest object's footprint radius {radius:.3f} m"
+    check_area(ws, None, ((x0 + x1) / 2, (y0 + y1) / 2), (x1 - x0, y1 - y0), what, radius)
 
     places: list[Place] = []
     for i, item in enumerate(root.items("places")):

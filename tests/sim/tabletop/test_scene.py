@@ -46,9 +46,12 @@ def assert_valid_layout(scene: TabletopScene, layout: dict) -> None:
                 assert math.dist((x, y), (ox, oy)) >= r + scene.object(other).footprint_radius + scene.min_gap
 
 
-@pytest.mark.parametrize("name", ["single_cube", "blocks", "sort"])
+def test_the_three_scenes_are_shipped():
+    assert {"single_cube", "blocks", "sort"} <= set(scene_names())
+
+
+@pytest.mark.parametrize("name", scene_names())
 def test_shipped_scenes_load_with_a_valid_layout(name):
-    assert name in scene_names()
     scene = load_scene(name)
     assert scene.name == name and scene.objects
     assert_valid_layout(scene, scene.sample_layout(np.random.default_rng(3)))
@@ -181,6 +184,11 @@ CASES = [
         r"places\[0\].center: bin 'bin' reaches 0.9\d\d m from the robot base",
     ),
     (
+        "place on the robot base",
+        lambda d: d["places"][1].update(center=[-0.55, 0.1]),
+        r"places\[1\].center: plate 'plate' comes within 0.050 m of the robot base at \[-0.6, 0.0\]",
+    ),
+    (
         "overlapping places",
         lambda d: d["places"][1].update(center=[0.05, 0.22]),
         r"places\[1\].center: plate 'plate' overlaps bin 'bin' \(places\[0\]\)",
@@ -193,7 +201,8 @@ CASES = [
     (
         "workspace off the table",
         lambda d: d.update(workspace={"x": [-0.15, 0.15], "y": [-0.34, 0.34]}),
-        r"workspace: the workspace widened by .* is not on the table",
+        r"workspace: the workspace plus the largest object.s footprint radius 0.028 m "
+        r"\(x -0.178..0.178, y -0.368..0.368\) is not on the table",
     ),
     (
         "workspace reversed",
