@@ -191,8 +191,13 @@ def _validate_lidar(lidar: LidarSpec) -> None:
 
 
 def available_robots() -> list[str]:
-    """Names of the robots shipped in this package (folders under robots/ with a <name>.yaml)."""
-    return sorted(p.parent.name for p in ROBOTS_DIR.glob("*/*.yaml") if p.stem == p.parent.name)
+    """Names of the mobile bases shipped in this package (folders under robots/ with a <name>.yaml); arms
+    (``kind: arm``) are ``robots.arm.available_arms()``."""
+    return sorted(
+        p.parent.name
+        for p in ROBOTS_DIR.glob("*/*.yaml")
+        if p.stem == p.parent.name and load_yaml_mapping(p).get("kind") != "arm"
+    )
 
 
 def load_robot(name_or_path: str | Path) -> RobotSpec:

@@ -1,4 +1,4 @@
-"""Gymnasium registration of the rover environments.
+"""Gymnasium registration of the project's environments (the rover's and the tabletop's).
 
 Env ids are versioned: a change of behaviour (reward, observation layout, dynamics) bumps the version.
 """
@@ -10,10 +10,11 @@ from typing import Any
 
 import gymnasium as gym
 
-#: Env id -> (entry point, default kwargs). Each id accepts all ``RoverNavEnv`` keyword arguments, plus
-#: ``wrappers`` (sim-to-real wrappers by name, see sim.wrappers).
+#: Env id -> (entry point, default kwargs). Each id accepts all its env's keyword arguments (``RoverNavEnv``,
+#: ``PandaTabletopEnv``), plus ``wrappers`` (sim-to-real wrappers by name, see sim.wrappers).
 ENV_IDS: dict[str, tuple[str, dict]] = {
     "hrl/RoverNav-v0": ("sim.registration:make_rover_nav", {}),
+    "hrl/PandaTabletop-v0": ("sim.registration:make_panda_tabletop", {}),
 }
 
 
@@ -25,14 +26,17 @@ def make_rover_nav(wrappers: Sequence[Mapping[str, Any] | str] | None = None, **
     return apply_wrappers(RoverNavEnv(**kwargs), wrappers)
 
 
-def _metadata() -> dict[str, Any]:
-    from sim.nav_env import RoverNavEnv
+def make_panda_tabletop(wrappers: Sequence[Mapping[str, Any] | str] | None = None, **kwargs: Any) -> gym.Env:
+    """``PandaTabletopEnv(**kwargs)`` wrapped in ``wrappers``."""
+    from sim.tabletop.env import PandaTabletopEnv
+    from sim.wrappers import apply_wrappers
 
-    return RoverNavEnv.metadata
+    return apply_wrappers(PandaTabletopEnv(**kwargs), wrappers)
 
 
 # gym.make reads the creator's metadata to check render_mode.
-make_rover_nav.metadata = _metadata()  # type: ignore[attr-defined]
+make_rover_nav.metadata = {"render_modes": ["rgb_array"], "render_fps": 10}  # type: ignore[attr-defined]
+make_panda_tabletop.metadata = {"render_modes": ["rgb_array"], "render_fps": 25}  # type: ignore[attr-defined]
 
 
 def register_envs() -> None:

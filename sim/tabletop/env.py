@@ -1,0 +1,295 @@
+"""``hrl/PandaTabletop-v0``: goal-conditioned manipulation with a Franka Panda, as a Gymnasium environment.
+
+The contract is panda-gym's and Gymnasium-Robotics Fetch's, so SB3's HER and published settings apply
+unchanged: ``Dict(observation, achieved_goal, desired_goal)``; actions are TCP displacements in [-1, 1]
+scaled by 0.05 m (plus a gripper command that opens or closes the fingers by up to 0.2 × its value per
+step, unless the gripper is blocked); 25 Hz control; sparse reward -1 / 0 with success at 0.05 m
+(vectorised ``compute_reward``), ``info["is_success"]`` from the same threshold.
+
+Goal modes: ``reach`` (TCP to a point), ``push`` (an object to a point on the table), ``pick_place`` (an
+object to a 3-D point, half of them in the air), ``place_on`` (an object on top of another). Goals are
+set with ``reset(options={"goal": ...})`` or ``set_goal(goal, object=...)``; the goal object is the scene's
+first object unless ``object=`` names another. An object that leaves the table ends the episode with
+``info["failure"] = "object_left_table"``.
+
+The observation holds the robot and the goal object only (not the other objects), so a skill learned on
+``single_cube`` runs unchanged in a scene with more objects.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+
+from robots.arm import ArmSpec, load_arm
+from robots.kinematics import KinematicChain, solve_ik
+from sim.tabletop.physics import CAMERAS, PHYSICS_DT, make_physics
+from sim.tabletop.scene import TabletopScene, load_scene
+
+GOAL_MODES = ("reach", "push", "pick_place", "place_on")
+#: TCP displacement (m) of a full action, and the finger width change (m) of a full gripper command.
+TCP_STEP, GRIPPER_STEP = 0.05, 0.2
+#: Highest TCP target (m above the table) and of pick-and-place goals.
+MAX_TCP_HEIGHT, MAX_GOAL_HEIGHT = 0.5, 0.2
+#: An object this far below the table top, or beyond its edge, has left the table.
+FALLEN_BELOW = 0.05
+IMAGE_KINDS = ("rgb", "depth")
+
+
+class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+    """A Panda arm over a table with the objects and places of a scene (sim/scenes/)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 25}
+
+    def __init__(
+        self,
+        scene: str | Path | TabletopScene = "single_cube",
+        arm: str | Path | ArmSpec = "panda",
+        backend: str = "mujoco",
+        *,
+        goal_mode: str = "reach",
+        object: str | None = None,
+        block_gripper: bool | None = None,
+        control_hz: float = 25.0,
+        max_steps: int = 50,
+        distance_threshold: float = 0.05,
+        reward_type: str = "sparse",
+        cameras: list[str] | tuple[str, ...] = (),
+        image_size: int = 84,
+        render_mode: str | None = None,
+        render_size: int = 240,
+    ) -> None:
+        self.scene = scene if isinstance(scene, TabletopScene) else load_scene(scene)
+        self.arm = arm if isinstance(arm, ArmSpec) else load_arm(arm)
+        if goal_mode not in GOAL_MODES:
+            raise ValueError(f"goal_mode must be one of {', '.join(GOAL_MODES)}, got {goal_mode!r}")
+        if goal_mode != "reach" and not self.scene.objects:
+            raise ValueError(f"goal_mode={goal_mode!r} needs an object, but scene {self.scene.name!r} has none")
+        if reward_type not in ("sparse", "dense"):
+            raise ValueError(f"reward_type must be 'sparse' or 'dense', got {reward_type!r}")
+        for name, value in (("control_hz", control_hz), ("distance_threshold", distance_threshold)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name, value, low in (
+            ("max_steps", max_steps, 1),
+            ("image_size", image_size, 16),
+            ("render_size", render_size, 16),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        substeps = round(1.0 / (control_hz * PHYSICS_DT))
+        if substeps < 1 or not math.isclose(substeps * PHYSICS_DT * control_hz, 1.0, rel_tol=1e-6):
+            raise ValueError(
+                f"control_hz must divide {1 / PHYSICS_DT:.0f} Hz (physics step {PHYSICS_DT} s), got {control_hz}"
+            )
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.camera_keys = [self._check_camera_key(k) for k in cameras]
+        self.goal_mode = goal_mode
+        self.object = (
+            self._check_object(object)
+            if object is not None
+            else (self.scene.objects[0].name if self.scene.objects else None)
+        )
+        self.block_gripper = goal_mode in ("reach", "push") if block_gripper is None else bool(block_gripper)
+        self.control_hz, self.max_steps = float(control_hz), max_steps
+        self.distance_threshold, self.reward_type = float(distance_threshold), reward_type
+        self.image_size, self.render_mode, self.render_size = image_size, render_mode, render_size
+        self.backend = backend
+        self.physics = make_physics(backend, scene=self.scene, arm=self.arm, substeps=substeps)
+        self.chain = KinematicChain(self.arm.urdf, self.arm.base_link, self.arm.tcp_link)
+        if self.chain.joint_names != self.arm.joint_names:
+            raise ValueError(
+                f"{self.arm.urdf}: chain joints {self.chain.joint_names} differ from the spec's {self.arm.joint_names}"
+            )
+        self._base = np.asarray(self.scene.robot_base, dtype=float)
+        self._lower = np.array([j.lower for j in self.arm.joints])
+        self._upper = np.array([j.upper for j in self.arm.joints])
+        t = self.scene.table
+        self._table_lo = np.array(t.center) - np.array(t.size) / 2
+        self._table_hi = np.array(t.center) + np.array(t.size) / 2
+        n_act = 3 if self.block_gripper else 4
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (n_act,), np.float32)
+        self._goal = np.zeros(3)
+        self._steps = 0
+        self._fk: tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+        obs = self._observe()
+        spaces = {
+            k: gym.spaces.Box(-np.inf, np.inf, v.shape, np.float32) for k, v in obs.items() if v.dtype != np.uint8
+        }
+        spaces.update({k: gym.spaces.Box(0, 255, v.shape, np.uint8) for k, v in obs.items() if v.dtype == np.uint8})
+        self.observation_space = gym.spaces.Dict({k: spaces[k] for k in obs})
+
+    # ---- validation helpers -------------------------------------------------------------------------
+    def _check_camera_key(self, key: Any) -> str:
+        parts = str(key).rsplit("_", 1)
+        if len(parts) != 2 or parts[0] not in CAMERAS or parts[1] not in IMAGE_KINDS:
+            options = [f"{c}_{k}" for c in CAMERAS for k in IMAGE_KINDS]
+            raise ValueError(f"unknown camera observation {key!r}; available: {', '.join(options)}")
+        return str(key)
+
+    def _check_object(self, name: Any) -> str:
+        names = [o.name for o in self.scene.objects]
+        if name not in names:
+            raise ValueError(
+                f"scene {self.scene.name!r} has no object {name!r}; its objects: {', '.join(names) or 'none'}"
+            )
+        return str(name)
+
+    # ---- state ----------------------------------------------------------------------------------------
+    def tcp(self) -> tuple[np.ndarray, np.ndarray]:
+        """TCP position (3,) and velocity (3,) from the joint state through the shared kinematics."""
+        q, dq = self.physics.joints()
+        _, (p, _, J) = self._forward(q)
+        return p, J[:3] @ dq
+
+    def _forward(self, q: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``chain.forward`` of the current joints, computed once per control step (observation and IK share it)."""
+        if self._fk is None or not np.array_equal(self._fk[0], q):
+            self._fk = (q, self.chain.forward(q, self._base))
+        return self._fk
+
+    def _achieved(self) -> np.ndarray:
+        if self.goal_mode == "reach":
+            return self.tcp()[0]
+        return self.physics.object_state(self.object).position
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        p, v = self.tcp()
+        parts = [p, v]
+        if not self.block_gripper:
+            parts.append([self.physics.finger_width()])
+        if self.goal_mode != "reach":
+            s = self.physics.object_state(self.object)
+            w, x, y, z = s.quaternion
+            # The object's rotation as its x and z axes (continuous, unlike Euler angles), and where it is
+            # from the TCP (what a push or a grasp must close).
+            rx = [1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)]
+            rz = [2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)]
+            parts += [s.position, s.position - p, rx, rz, s.linear_velocity, s.angular_velocity]
+        obs = {
+            "observation": np.concatenate([np.asarray(a, dtype=np.float32).ravel() for a in parts]),
+            "achieved_goal": self._achieved().astype(np.float32),
+            "desired_goal": self._goal.astype(np.float32),
+        }
+        for key in self.camera_keys:
+            camera, kind = key.rsplit("_", 1)
+            image = self.physics.render(camera, self.image_size, self.image_size, depth=kind == "depth")
+            obs[key] = image if kind == "rgb" else image[:, :, None].astype(np.float32)
+        return obs
+
+    # ---- goals ----------------------------------------------------------------------------------------
+    def sample_goal(self) -> np.ndarray:
+        """A goal of the current mode, from the env's generator (the scene's workspace; heights by mode)."""
+        rng = self.np_random
+        x, y, _ = self.scene.sample_point(rng)
+        if self.goal_mode == "reach":
+            return np.array([x, y, rng.uniform(0.0, 0.3)])
+        half = self.scene.object(self.object).size[2] / 2
+        if self.goal_mode == "pick_place" and rng.random() < 0.5:
+            return np.array([x, y, half + rng.uniform(0.0, MAX_GOAL_HEIGHT)])
+        if self.goal_mode == "place_on":
+            others = [o.name for o in self.scene.objects if o.name != self.object]
+            if not others:
+                raise ValueError(f"goal_mode='place_on' needs a second object, scene {self.scene.name!r} has one")
+            other = others[int(rng.integers(len(others)))]
+            below = self.physics.object_state(other).position
+            return np.array([below[0], below[1], below[2] + self.scene.object(other).size[2] / 2 + half])
+        return np.array([x, y, half])
+
+    def set_goal(self, goal: Any, object: str | None = None) -> dict[str, np.ndarray]:
+        """Set the desired goal (a 3-D point; with ``object=`` also the object it is for) mid-episode."""
+        g = np.asarray(goal, dtype=float)
+        if g.shape != (3,) or not np.all(np.isfinite(g)):
+            raise ValueError(f"goal must be 3 finite numbers (x, y, z in metres), got {goal!r}")
+        if object is not None:
+            if self.goal_mode == "reach":
+                raise ValueError("goal_mode='reach' moves the TCP; object= applies to the object modes")
+            self.object = self._check_object(object)
+        self._goal = g
+        self.physics.set_goal_marker(g)
+        return self._observe()
+
+    # ---- Gymnasium API --------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"goal", "object", "layout"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; allowed: goal, object, layout")
+        if options.get("object") is not None:
+            self.object = self._check_object(options["object"])
+        layout = options.get("layout") or self.scene.sample_layout(self.np_random)
+        width = 0.0 if self.block_gripper else self.arm.gripper.max_width
+        self.physics.reset(np.array(self.arm.home), width, layout)
+        self._steps = 0
+        goal = options.get("goal")
+        obs = self.set_goal(self.sample_goal() if goal is None else goal)
+        return obs, {"is_success": self._success(obs)}
+
+    def step(self, action: Any):
+        a = np.asarray(action, dtype=float).ravel()
+        if a.shape != self.action_space.shape:
+            raise ValueError(f"action must have shape {self.action_space.shape}, got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"action must be finite, got {a.tolist()}")
+        a = np.clip(a, -1.0, 1.0)
+        q, _ = self.physics.joints()
+        q, fk = self._forward(q)
+        target = fk[0] + a[:3] * TCP_STEP
+        target[:2] = np.clip(target[:2], self._table_lo, self._table_hi)
+        target[2] = np.clip(target[2], 0.0, MAX_TCP_HEIGHT)
+        # Two iterations leave at most ~1 mm of a 5 cm step; the next step starts from the measured TCP, so the
+        # error does not add up (and the servo's own lag is larger).
+        q_target = solve_ik(
+            self.chain,
+            q,
+            target,
+            self._lower,
+            self._upper,
+            base=self._base,
+            iterations=2,
+            first=fk if np.all((q >= self._lower) & (q <= self._upper)) else None,
+        )
+        if self.block_gripper:
+            width = 0.0
+        else:
+            width = float(np.clip(self.physics.finger_width() + a[3] * GRIPPER_STEP, 0.0, self.arm.gripper.max_width))
+        self.physics.step(q_target, width)
+        self._steps += 1
+        obs = self._observe()
+        info: dict[str, Any] = {"is_success": self._success(obs)}
+        terminated = False
+        if self.object is not None and self._left_table(self.physics.object_state(self.object).position):
+            terminated, info["failure"] = True, "object_left_table"
+        reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
+        return obs, reward, terminated, self._steps >= self.max_steps, info
+
+    def _left_table(self, position: np.ndarray) -> bool:
+        return bool(
+            position[2] < -FALLEN_BELOW
+            or np.any(position[:2] < self._table_lo)
+            or np.any(position[:2] > self._table_hi)
+        )
+
+    def _success(self, obs: dict[str, np.ndarray]) -> bool:
+        return bool(np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"]) < self.distance_threshold)
+
+    def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> np.ndarray:
+        """-1 / 0 (sparse) or minus the distance (dense), for one goal or a batch (HER relabels with it)."""
+        d = np.linalg.norm(np.asarray(achieved_goal) - np.asarray(desired_goal), axis=-1)
+        if self.reward_type == "sparse":
+            return -(d >= self.distance_threshold).astype(np.float32)
+        return -d.astype(np.float32)
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode != "rgb_array":
+            return None
+        return self.physics.render("front", self.render_size, self.render_size)
+
+    def close(self) -> None:
+        self.physics.close()

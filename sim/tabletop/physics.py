@@ -1,0 +1,121 @@
+"""The small physics interface each simulator backend implements for the tabletop, and what they share.
+
+The controller (TCP displacement → joint targets through ``robots.kinematics``), the goals, the reward and
+the observation live in ``sim.tabletop.env``; a backend only builds the scene, tracks joint targets with the
+arm's position servos over ``substeps`` physics steps, and reads states and cameras. Backends are registered
+by name in :data:`BACKENDS` and chosen with ``gym.make("hrl/PandaTabletop-v0", backend=NAME)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from robots.arm import ArmSpec
+
+#: Backend name -> "module:Class" implementing :class:`TabletopPhysics` (imported on first use).
+BACKENDS: dict[str, str] = {
+    "mujoco": "sim.tabletop.mujoco:MujocoTabletopPhysics",
+    "pybullet": "sim.tabletop.pybullet:PybulletTabletopPhysics",
+}
+
+#: Physics step (s) of both engines: 20 substeps make panda-gym's 25 Hz control step.
+PHYSICS_DT = 0.002
+GRAVITY = 9.81
+#: Collision-free rendering of the goal: a translucent sphere of the success threshold's radius.
+GOAL_RGBA = (0.1, 0.9, 0.1, 0.3)
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """A camera both engines render identically: fixed (``eye`` → ``target`` in the world) or on the wrist
+    (``eye`` and ``target`` in the TCP frame, whose z axis points out of the gripper)."""
+
+    name: str
+    eye: tuple[float, float, float]
+    target: tuple[float, float, float]
+    up: tuple[float, float, float]
+    fovy: float  # degrees, vertical
+    near: float = 0.01
+    far: float = 3.0
+    on_wrist: bool = False
+
+
+#: The cameras of the tabletop: facing the robot across the table (the arm never hides the objects from
+#: it), and on the wrist looking along the fingers (the vision planner trains on both).
+CAMERAS: dict[str, CameraSpec] = {
+    "front": CameraSpec("front", eye=(0.55, 0.0, 0.5), target=(-0.1, 0.0, 0.0), up=(0.0, 0.0, 1.0), fovy=50.0),
+    "wrist": CameraSpec(
+        "wrist", eye=(0.06, 0.0, -0.06), target=(0.0, 0.0, 0.25), up=(-1.0, 0.0, 0.0), fovy=70.0, on_wrist=True
+    ),
+}
+
+
+def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """Rotation (3, 3) of a camera at ``eye`` looking at ``target``: columns x right, y up, z backwards
+    (the OpenGL / MuJoCo camera convention)."""
+    z = eye - target
+    z = z / np.linalg.norm(z)
+    x = np.cross(up, z)
+    x = x / np.linalg.norm(x)
+    return np.stack([x, np.cross(z, x), z], axis=1)
+
+
+def depth_from_buffer(buffer: np.ndarray, near: float, far: float) -> np.ndarray:
+    """Metric depth (m) from an OpenGL depth buffer in [0, 1] (PyBullet's)."""
+    return (far * near / (far - (far - near) * buffer)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class ObjectState:
+    position: np.ndarray  # (3,) m
+    quaternion: np.ndarray  # (4,) w, x, y, z
+    linear_velocity: np.ndarray  # (3,) m/s
+    angular_velocity: np.ndarray  # (3,) rad/s
+
+
+class TabletopPhysics(Protocol):
+    """What the tabletop env needs from a simulator. Arm joints are the spec's 7; the gripper is one width."""
+
+    arm: ArmSpec
+    substeps: int
+
+    def reset(self, q: np.ndarray, width: float, objects: dict[str, tuple[float, float, float]]) -> None:
+        """Joints to ``q`` at rest, fingers ``width`` apart, each object at (x, y, yaw) resting on the table."""
+
+    def step(self, q_target: np.ndarray, width_target: float) -> None:
+        """``substeps`` physics steps with the arm servos tracking ``q_target`` and the fingers ``width_target``."""
+
+    def joints(self) -> tuple[np.ndarray, np.ndarray]:
+        """Arm joint positions and velocities (7,), (7,)."""
+
+    def finger_width(self) -> float:
+        """Distance between the fingertips (m)."""
+
+    def tcp(self) -> tuple[np.ndarray, np.ndarray]:
+        """The engine's own TCP position (3,) and rotation (3, 3) (the env uses the shared FK; this is for checks)."""
+
+    def object_state(self, name: str) -> ObjectState: ...
+
+    def set_object_pose(self, name: str, position: np.ndarray) -> None:
+        """Teleport an object (at rest, upright) — tests and scripted scenes."""
+
+    def set_object_dynamics(self, name: str, mass: float, friction: float) -> None: ...
+
+    def set_goal_marker(self, position: np.ndarray | None) -> None: ...
+
+    def render(self, camera: str, width: int, height: int, depth: bool = False) -> np.ndarray:
+        """RGB (h, w, 3) uint8, or metric depth (h, w) float32 with ``depth=True``."""
+
+    def close(self) -> None: ...
+
+
+def make_physics(name: str, **kwargs) -> TabletopPhysics:
+    """Build the backend registered as ``name`` (the engine is imported only then)."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown tabletop backend {name!r}; available: {', '.join(sorted(BACKENDS))}")
+    module, cls = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), cls)(**kwargs)
