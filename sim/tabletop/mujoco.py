@@ -13,7 +13,7 @@ import mujoco
 import numpy as np
 
 from robots.arm import ArmSpec
-from sim.tabletop.physics import CAMERAS, GOAL_RGBA, PHYSICS_DT, ObjectState, look_at
+from sim.tabletop.physics import CAMERAS, GOAL_RGBA, PHYSICS_DT, ObjectState, look_at, place_boxes
 from sim.tabletop.scene import TabletopScene
 
 #: Servo gains of the arm (N m / rad, N m s / rad) and the fingers (N / m, N s / m); the torque is clamped
@@ -111,43 +111,10 @@ def _build(scene: TabletopScene, arm: ArmSpec) -> mujoco.MjModel:
 
 
 def _add_place(world, place) -> None:
-    """Bins get a floor and four walls, plates a thin slab (both solid); zones are painted (no contacts)."""
-    cx, cy = place.center
-    sx, sy = place.size
-    rgba = list(place.rgba)
-    solid = {"contype": SCENE_BITS[0], "conaffinity": SCENE_BITS[1]}
-    box = mujoco.mjtGeom.mjGEOM_BOX
-    if place.kind == "zone":
-        world.add_geom(
-            name=place.name,
-            type=box,
-            size=[sx / 2, sy / 2, 0.0005],
-            pos=[cx, cy, 0.0005],
-            rgba=rgba,
-            contype=0,
-            conaffinity=0,
-        )
-    elif place.kind == "plate":
-        world.add_geom(name=place.name, type=box, size=[sx / 2, sy / 2, 0.005], pos=[cx, cy, 0.005], rgba=rgba, **solid)
-    else:
-        t, wh = 0.005, place.wall_height
-        world.add_geom(name=place.name, type=box, size=[sx / 2, sy / 2, t / 2], pos=[cx, cy, t / 2], rgba=rgba, **solid)
-        for i, (dx, dy, hx, hy) in enumerate(
-            [
-                (sx / 2, 0, t / 2, sy / 2),
-                (-sx / 2, 0, t / 2, sy / 2),
-                (0, sy / 2, sx / 2, t / 2),
-                (0, -sy / 2, sx / 2, t / 2),
-            ]
-        ):
-            world.add_geom(
-                name=f"{place.name}_wall{i}",
-                type=box,
-                size=[hx, hy, wh / 2],
-                pos=[cx + dx, cy + dy, wh / 2],
-                rgba=rgba,
-                **solid,
-            )
+    for box in place_boxes(place):
+        bits = SCENE_BITS if box.solid else (0, 0)
+        world.add_geom(name=box.name, type=mujoco.mjtGeom.mjGEOM_BOX, size=box.half, pos=box.center,
+                       rgba=list(place.rgba), contype=bits[0], conaffinity=bits[1])  # fmt: skip
 
 
 class MujocoTabletopPhysics:
@@ -238,7 +205,8 @@ class MujocoTabletopPhysics:
         image = r.render()
         if depth:
             r.disable_depth_rendering()
-            return image.astype(np.float32)
+            # Nothing hit reads as the camera's far plane, as in PyBullet (MuJoCo gives its own, model-scaled one).
+            return np.minimum(image, CAMERAS[camera].far).astype(np.float32)
         return image.copy()
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from robots.arm import ArmSpec
+from sim.tabletop.scene import BIN_WALL_THICKNESS, PLATE_THICKNESS, Place
 
 #: Backend name -> "module:Class" implementing :class:`TabletopPhysics` (imported on first use).
 BACKENDS: dict[str, str] = {
@@ -67,6 +68,37 @@ def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
 def depth_from_buffer(buffer: np.ndarray, near: float, far: float) -> np.ndarray:
     """Metric depth (m) from an OpenGL depth buffer in [0, 1] (PyBullet's)."""
     return (far * near / (far - (far - near) * buffer)).astype(np.float32)
+
+
+#: Thickness (m) of a painted zone: visible from above (1 mm z-fights with the table in MuJoCo), no contacts.
+ZONE_THICKNESS = 0.002
+
+
+@dataclass(frozen=True)
+class Box:
+    """One static box of a place: half extents and centre (m), and whether it takes part in contacts."""
+
+    name: str
+    half: tuple[float, float, float]
+    center: tuple[float, float, float]
+    solid: bool = True
+
+
+def place_boxes(place: Place) -> list[Box]:
+    """The boxes both engines build for a place: a bin is a floor and four walls inside its footprint, a plate a
+    slab, a zone a painted mark without contacts (the scene's ``contains`` and overlap checks assume this)."""
+    (cx, cy), (sx, sy) = place.center, place.size
+    if place.kind == "zone":
+        return [Box(place.name, (sx / 2, sy / 2, ZONE_THICKNESS / 2), (cx, cy, ZONE_THICKNESS / 2), solid=False)]
+    if place.kind == "plate":
+        return [Box(place.name, (sx / 2, sy / 2, PLATE_THICKNESS / 2), (cx, cy, PLATE_THICKNESS / 2))]
+    t, h = BIN_WALL_THICKNESS, place.wall_height
+    walls = [((sx - t) / 2, 0, t / 2, sy / 2), (-(sx - t) / 2, 0, t / 2, sy / 2),
+             (0, (sy - t) / 2, sx / 2, t / 2), (0, -(sy - t) / 2, sx / 2, t / 2)]  # fmt: skip
+    return [Box(place.name, (sx / 2, sy / 2, t / 2), (cx, cy, t / 2))] + [
+        Box(f"{place.name}_wall{i}", (hx, hy, h / 2), (cx + dx, cy + dy, h / 2))
+        for i, (dx, dy, hx, hy) in enumerate(walls)
+    ]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,15 @@ import numpy as np
 import pybullet as pb
 
 from robots.arm import ArmSpec
-from sim.tabletop.physics import CAMERAS, GOAL_RGBA, GRAVITY, PHYSICS_DT, ObjectState, depth_from_buffer
+from sim.tabletop.physics import (
+    CAMERAS,
+    GOAL_RGBA,
+    GRAVITY,
+    PHYSICS_DT,
+    ObjectState,
+    depth_from_buffer,
+    place_boxes,
+)
 from sim.tabletop.scene import TabletopScene
 
 #: Position-motor gains (PyBullet's defaults are 0.1 / 1.0 of the error per step): these track a 5 cm TCP
@@ -29,6 +37,8 @@ class PybulletTabletopPhysics:
         c = self._c = pb.connect(pb.DIRECT)
         pb.setTimeStep(PHYSICS_DT, physicsClientId=c)
         pb.setGravity(0, 0, -GRAVITY, physicsClientId=c)
+        # Contact pairs in a fixed order, so the same seed gives the same episode whatever ran before.
+        pb.setPhysicsEngineParameter(deterministicOverlappingPairs=1, physicsClientId=c)
         self.robot = pb.loadURDF(
             str(arm.urdf),
             basePosition=list(scene.robot_base),
@@ -62,6 +72,7 @@ class PybulletTabletopPhysics:
             self._obj[obj.name] = body
         shape = pb.createVisualShape(pb.GEOM_SPHERE, radius=0.05, rgbaColor=GOAL_RGBA, physicsClientId=c)
         self._goal = pb.createMultiBody(0, -1, shape, [0, 0, -1], physicsClientId=c)
+        self._initial = pb.saveState(physicsClientId=c)
 
     def _box(self, half, pos, rgba, *, mass: float, collide: bool = True) -> int:
         c = self._c
@@ -70,26 +81,17 @@ class PybulletTabletopPhysics:
         return pb.createMultiBody(mass, col, vis, list(pos), physicsClientId=c)
 
     def _add_place(self, place) -> None:
-        """As the MuJoCo backend: bins with floor and walls, plates as slabs, zones painted without contacts."""
-        cx, cy = place.center
-        sx, sy = place.size
-        if place.kind == "zone":
-            self._box([sx / 2, sy / 2, 0.0005], [cx, cy, 0.0005], place.rgba, mass=0, collide=False)
-        elif place.kind == "plate":
-            self._box([sx / 2, sy / 2, 0.005], [cx, cy, 0.005], place.rgba, mass=0)
-        else:
-            t, wh = 0.005, place.wall_height
-            self._box([sx / 2, sy / 2, t / 2], [cx, cy, t / 2], place.rgba, mass=0)
-            for dx, dy, hx, hy in [
-                (sx / 2, 0, t / 2, sy / 2),
-                (-sx / 2, 0, t / 2, sy / 2),
-                (0, sy / 2, sx / 2, t / 2),
-                (0, -sy / 2, sx / 2, t / 2),
-            ]:
-                self._box([hx, hy, wh / 2], [cx + dx, cy + dy, wh / 2], place.rgba, mass=0)
+        for box in place_boxes(place):
+            self._box(box.half, box.center, place.rgba, mass=0, collide=box.solid)
 
     def reset(self, q: np.ndarray, width: float, objects: dict[str, tuple[float, float, float]]) -> None:
         c = self._c
+        # Same seed, same episode: contact points (the solver's warm start) outlive pose resets and even
+        # restoreState, so first every moving body goes far apart for one step, which drops them all.
+        for k, body in enumerate([self.robot, *self._obj.values()]):
+            pb.resetBasePositionAndOrientation(body, [10.0 * (k + 1), 0, -100.0], [0, 0, 0, 1], physicsClientId=c)
+        pb.stepSimulation(physicsClientId=c)
+        pb.restoreState(self._initial, physicsClientId=c)
         for i, value in zip(self._arm, q, strict=True):
             pb.resetJointState(self.robot, i, float(value), 0.0, physicsClientId=c)
         for i in self._fingers:
