@@ -62,7 +62,8 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
     robot = config.robot.apply(policy.robot_config)
     env_config = eval_env_config(config.env, policy.env_config)
     kwargs = env_config.make_kwargs(robot)
-    env = env_config.make_env(robot, render_mode="rgb_array" if config.video_episodes else None)
+    # render_mode only when recording: some envs refuse render_mode=None (panda-gym renders rgb_array by default)
+    env = env_config.make_env(robot, **({"render_mode": "rgb_array"} if config.video_episodes else {}))
     policy.check_compatible(env.observation_space)
     summary, frames = evaluate(
         policy,
