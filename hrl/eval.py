@@ -23,7 +23,7 @@ from typing import Any
 
 from hrl.cli import overridden_keys, run_hydra_app
 from hrl.config import EnvConfig, EvalRunConfig, env_family, plain_wrapper_specs
-from hrl.train import register_schemas
+from hrl.train import open_env_kwargs, register_schemas
 
 #: Keys a mode does not read -> why, and what to use instead. ``hrl-eval`` refuses an override of one
 #: (it would otherwise be dropped silently). The most specific key matches first.
@@ -225,7 +225,7 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
 def main(argv: list[str] | None = None) -> int:
     """``hrl-eval``: ``argv`` (default: the command line) as Hydra overrides; ``sys.argv`` is left as it was."""
     register_schemas()
-    run_hydra_app(_task, "eval", argv)
+    run_hydra_app(_task, "eval", open_env_kwargs(list(sys.argv[1:] if argv is None else argv)))
     return 0
 
 

@@ -22,7 +22,7 @@ from hrl.config import TrainConfig
 if TYPE_CHECKING:
     from hrl.training import TrainResult
 
-__all__ = ["CONFIG_DIR", "INTERRUPTED", "main", "register_schemas", "resume"]
+__all__ = ["CONFIG_DIR", "INTERRUPTED", "main", "open_env_kwargs", "register_schemas", "resume"]
 
 #: Exit status of a run stopped by Ctrl-C or SIGTERM (after writing its checkpoint), as shells report Ctrl-C.
 INTERRUPTED = 130
@@ -58,7 +58,7 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     if unused:
         fail(
             f"{', '.join(unused)}: not arguments of env.id={config.env.id} (the rover's, hrl/RoverNav-*), "
-            "so it would not get them; give its own arguments as env.kwargs={name: value, ...}"
+            "so it would not get them; give its own arguments as env.kwargs={name:value,...}"
         )
     try:
         result = _train_in_this_process(config, run_dir, command=command)
@@ -143,10 +143,16 @@ def _train_in_this_process(config: TrainConfig, run_dir: Path, *, command: str, 
         return train(config, run_dir, resume=resume, command=command)
 
 
+def open_env_kwargs(args: list[str]) -> list[str]:
+    """``env.kwargs={...}`` and ``env.kwargs.<name>=...`` as ``++`` overrides: the keys of ``env.kwargs`` are the
+    env's arguments, not the schema's, so assigning them adds keys (plain Hydra would ask for a ``+`` prefix)."""
+    return [f"++{a}" if a.startswith(("env.kwargs=", "env.kwargs.")) else a for a in args]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``hrl-train``: ``argv`` (default: the command line) as Hydra overrides, or ``resume=<run dir>``.
     ``sys.argv`` is left as it was."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = open_env_kwargs(list(sys.argv[1:] if argv is None else argv))
     resumes = [a for a in args if a.startswith("resume=")]
     if resumes:
         rest = [a for a in args if not a.startswith("resume=")]

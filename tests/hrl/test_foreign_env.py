@@ -54,10 +54,11 @@ def hrl_train(*overrides: str) -> subprocess.CompletedProcess:
 
 def test_hrl_train_on_panda_reach_leaves_a_policy_whose_manifest_rebuilds_the_env(tmp_path):
     run = tmp_path / "run"
-    done = hrl_train(*REACH, *TINY, f"hydra.run.dir={run}")
+    done = hrl_train(*REACH, "env.kwargs={control_type:ee}", *TINY, f"hydra.run.dir={run}")
     assert done.returncode == 0, done.stdout + done.stderr
-    manifest = yaml.safe_load((run / "final_model.policy.yaml").read_text())
-    assert manifest["env"]["id"] == "PandaReach-v3" and manifest["env"]["packages"] == ["panda_gym"]
+    manifest = yaml.safe_load((run / "final_model.policy.yaml").read_text())["env"]
+    assert manifest["id"] == "PandaReach-v3" and manifest["packages"] == ["panda_gym"]
+    assert manifest["kwargs"] == {"control_type": "ee"}
     summary = json.loads((run / "summary.json").read_text())
     assert summary["num_timesteps"] == 300 and summary["video"] == "eval.mp4: 1 episodes at 25 fps"
     assert (run / "eval.mp4").stat().st_size > 0
@@ -153,7 +154,7 @@ def test_cli_refuses_rover_keys_for_a_foreign_env(tmp_path):
     done = hrl_train(*REACH, "env.map=apartment", "robot.lidar_rays=8", f"hydra.run.dir={tmp_path / 'r'}")
     assert done.returncode == 2
     assert "env.map, robot.lidar_rays: not arguments of env.id=PandaReach-v3" in done.stderr
-    assert "env.kwargs={name: value, ...}" in done.stderr
+    assert "env.kwargs={name:value,...}" in done.stderr
 
 
 @pytest.mark.parametrize(
