@@ -13,7 +13,15 @@ import mujoco
 import numpy as np
 
 from robots.arm import ArmSpec
-from sim.tabletop.physics import CAMERAS, GOAL_RGBA, PHYSICS_DT, ObjectState, look_at, place_boxes
+from sim.tabletop.physics import (
+    CAMERAS,
+    GOAL_RGBA,
+    LIGHT_DIRECTION,
+    PHYSICS_DT,
+    ObjectState,
+    look_at,
+    place_boxes,
+)
 from sim.tabletop.scene import TabletopScene
 
 #: Servo gains of the arm (N m / rad, N m s / rad) and the fingers (N / m, N s / m); the torque is clamped
@@ -31,6 +39,11 @@ TORSION = 0.01
 SOLREF = [0.004, 1.0]
 TCP_SITE = "tcp"
 GOAL_SITE = "goal"
+LIGHT = "light"
+#: Friction of the table and the places: MuJoCo gives a contact the larger of its two geoms' coefficients, so
+#: with none here an object's own friction (set_object_dynamics) is what it slides on; everything else in
+#: contact with the table has friction 1 (MuJoCo's default, which the table had) and slides as before.
+STATIC_FRICTION = [0.0, 0.0, 0.0]
 
 
 def _build(scene: TabletopScene, arm: ArmSpec) -> mujoco.MjModel:
@@ -62,6 +75,11 @@ def _build(scene: TabletopScene, arm: ArmSpec) -> mujoco.MjModel:
         R = look_at(eye, target, up)
         parent = hand if cam.on_wrist else world
         parent.add_camera(name=cam.name, pos=eye, xyaxes=np.concatenate([R[:, 0], R[:, 1]]), fovy=cam.fovy)
+    # A directional light, shared with PyBullet, that set_lighting can turn and dim (the headlight follows
+    # each camera and cannot be turned); the headlight is dimmed to keep images about as bright as before.
+    spec.visual.headlight.diffuse = [0.1] * 3
+    world.add_light(name=LIGHT, type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, pos=[0, 0, 2], dir=LIGHT_DIRECTION,
+                    diffuse=[0.3] * 3, specular=[0.1] * 3, castshadow=False)  # fmt: skip
     for name, jnt in zip(arm.joint_names, arm.joints, strict=True):
         spec.add_actuator(
             name=name,
@@ -85,6 +103,7 @@ def _build(scene: TabletopScene, arm: ArmSpec) -> mujoco.MjModel:
         size=[lx / 2, wy / 2, h / 2],
         pos=[cx, cy, -h / 2],
         rgba=[0.85, 0.8, 0.7, 1],
+        friction=STATIC_FRICTION,
         contype=SCENE_BITS[0],
         conaffinity=SCENE_BITS[1],
     )
@@ -114,7 +133,8 @@ def _add_place(world, place) -> None:
     for box in place_boxes(place):
         bits = SCENE_BITS if box.solid else (0, 0)
         world.add_geom(name=box.name, type=mujoco.mjtGeom.mjGEOM_BOX, size=box.half, pos=box.center,
-                       rgba=list(place.rgba), contype=bits[0], conaffinity=bits[1])  # fmt: skip
+                       rgba=list(place.rgba), friction=STATIC_FRICTION,
+                       contype=bits[0], conaffinity=bits[1])  # fmt: skip
 
 
 class MujocoTabletopPhysics:
@@ -137,6 +157,13 @@ class MujocoTabletopPhysics:
         self._tcp = m.site(TCP_SITE).id
         self._goal = m.site(GOAL_SITE).id
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        self._cameras = {c: (m.camera(c).id, m.cam_pos[m.camera(c).id].copy(), m.cam_quat[m.camera(c).id].copy())
+                         for c in CAMERAS}  # fmt: skip
+        self._light = m.light(LIGHT).id
+        self._light_nominal = (m.light_diffuse[self._light].copy(), m.light_specular[self._light].copy())
+        self._scratch: mujoco.MjData | None = None
+        self._nominal_inertia = {n: (float(m.body_mass[b]), m.body_inertia[b].copy())
+                                 for n, (*_, b) in self._obj.items()}  # fmt: skip
 
     def reset(self, q: np.ndarray, width: float, objects: dict[str, tuple[float, float, float]]) -> None:
         d = self.data
@@ -185,13 +212,34 @@ class MujocoTabletopPhysics:
     def set_object_dynamics(self, name: str, mass: float, friction: float) -> None:
         _, _, geom, body = self._obj[name]
         m = self.model
-        scale = mass / m.body_mass[body]
+        nominal_mass, nominal_inertia = self._nominal_inertia[name]
         m.body_mass[body] = mass
-        m.body_inertia[body] *= scale
+        m.body_inertia[body] = nominal_inertia * (mass / nominal_mass)  # from the nominal: no drift over episodes
         m.geom_friction[geom][0] = friction
+        # The solver's per-body constants (inverse weights, subtree masses) follow the mass only through
+        # mj_setConst; without it a 10x heavier cube made the simulation blow up. It works on the model's
+        # reference pose, in its own MjData, so the episode's state is untouched.
+        if self._scratch is None:
+            self._scratch = mujoco.MjData(m)
+        mujoco.mj_setConst(m, self._scratch)
 
     def set_goal_marker(self, position: np.ndarray | None) -> None:
         self.model.site_pos[self._goal] = position if position is not None else (0, 0, -1)
+
+    def set_camera_offset(self, camera: str, position: np.ndarray, rotation: np.ndarray) -> None:
+        i, pos, quat = self._cameras[camera]
+        R = np.empty(9)
+        mujoco.mju_quat2Mat(R, quat)
+        self.model.cam_pos[i] = pos + R.reshape(3, 3) @ np.asarray(position, dtype=float)
+        turn = np.empty(4)
+        mujoco.mju_mat2Quat(turn, np.asarray(rotation, dtype=float).ravel())
+        mujoco.mju_mulQuat(self.model.cam_quat[i], quat, turn)
+
+    def set_lighting(self, intensity: float, direction: np.ndarray) -> None:
+        diffuse, specular = self._light_nominal
+        self.model.light_diffuse[self._light] = diffuse * intensity
+        self.model.light_specular[self._light] = specular * intensity
+        self.model.light_dir[self._light] = direction
 
     def render(self, camera: str, width: int, height: int, depth: bool = False) -> np.ndarray:
         key = (width, height)
@@ -199,6 +247,7 @@ class MujocoTabletopPhysics:
             self._renderers[key] = mujoco.Renderer(self.model, height, width)
         r = self._renderers[key]
         mujoco.mj_kinematics(self.model, self.data)  # the goal site moves only in the model
+        mujoco.mj_camlight(self.model, self.data)  # so do the cameras and the light (set_camera_offset, set_lighting)
         if depth:
             r.enable_depth_rendering()
         r.update_scene(self.data, camera=camera)

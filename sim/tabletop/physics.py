@@ -45,6 +45,10 @@ class CameraSpec:
     on_wrist: bool = False
 
 
+#: The scene's directional light, the same in both engines (each adds its own ambient term): the way it shines
+#: (world frame, unit: from above, towards the robot and a little to its right). ``set_lighting`` turns and dims it.
+LIGHT_DIRECTION = tuple((np.array([-0.4, -0.2, -1.0]) / np.linalg.norm([-0.4, -0.2, -1.0])).tolist())
+
 #: The cameras of the tabletop: facing the robot across the table (the arm never hides the objects from
 #: it), and on the wrist looking along the fingers (the vision planner trains on both).
 CAMERAS: dict[str, CameraSpec] = {
@@ -138,6 +142,14 @@ class TabletopPhysics(Protocol):
     def set_object_dynamics(self, name: str, mass: float, friction: float) -> None: ...
 
     def set_goal_marker(self, position: np.ndarray | None) -> None: ...
+
+    def set_camera_offset(self, camera: str, position: np.ndarray, rotation: np.ndarray) -> None:
+        """Move ``camera`` by ``position`` (3,) m and turn it by ``rotation`` (3, 3), both in its own frame (x right,
+        y up, z backwards); zeros and the identity give its nominal pose back (camera jitter, sim.wrappers)."""
+
+    def set_lighting(self, intensity: float, direction: np.ndarray) -> None:
+        """Scale the scene light by ``intensity`` (diffuse and specular; not the ambient) and make it shine along
+        ``direction`` (world frame, unit); ``1.0`` and :data:`LIGHT_DIRECTION` are the nominal light."""
 
     def render(self, camera: str, width: int, height: int, depth: bool = False) -> np.ndarray:
         """RGB (h, w, 3) uint8, or metric depth (h, w) float32 with ``depth=True``."""

@@ -15,9 +15,11 @@ from sim.tabletop.physics import (
     CAMERAS,
     GOAL_RGBA,
     GRAVITY,
+    LIGHT_DIRECTION,
     PHYSICS_DT,
     ObjectState,
     depth_from_buffer,
+    look_at,
     place_boxes,
 )
 from sim.tabletop.scene import TabletopScene
@@ -73,6 +75,10 @@ class PybulletTabletopPhysics:
         shape = pb.createVisualShape(pb.GEOM_SPHERE, radius=0.05, rgbaColor=GOAL_RGBA, physicsClientId=c)
         self._goal = pb.createMultiBody(0, -1, shape, [0, 0, -1], physicsClientId=c)
         self._initial = pb.saveState(physicsClientId=c)
+        #: Per camera: position offset and rotation in its own frame (set_camera_offset); the light's scale and
+        #: the way it shines (set_lighting).
+        self._camera_offsets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._light = (1.0, np.array(LIGHT_DIRECTION))
 
     def _box(self, half, pos, rgba, *, mass: float, collide: bool = True) -> int:
         c = self._c
@@ -166,16 +172,40 @@ class PybulletTabletopPhysics:
         pos = list(position) if position is not None else [0, 0, -1]
         pb.resetBasePositionAndOrientation(self._goal, pos, [0, 0, 0, 1], physicsClientId=self._c)
 
+    def set_camera_offset(self, camera: str, position: np.ndarray, rotation: np.ndarray) -> None:
+        position, rotation = np.asarray(position, dtype=float), np.asarray(rotation, dtype=float)
+        if np.any(position) or not np.array_equal(rotation, np.eye(3)):
+            self._camera_offsets[camera] = (position, rotation)
+        else:  # the nominal view matrix exactly, not one recomputed through look_at
+            self._camera_offsets.pop(camera, None)
+
+    def set_lighting(self, intensity: float, direction: np.ndarray) -> None:
+        self._light = (float(intensity), np.asarray(direction, dtype=float))
+
     def render(self, camera: str, width: int, height: int, depth: bool = False) -> np.ndarray:
         cam = CAMERAS[camera]
         eye, target, up = (np.asarray(v, dtype=float) for v in (cam.eye, cam.target, cam.up))
         if cam.on_wrist:
             p, R = self.tcp()
             eye, target, up = p + R @ eye, p + R @ target, R @ up
+        if camera in self._camera_offsets:
+            offset, turn = self._camera_offsets[camera]
+            R = look_at(eye, target, up)
+            distance = np.linalg.norm(target - eye)
+            eye, R = eye + R @ offset, R @ turn
+            target, up = eye - distance * R[:, 2], R[:, 1]
+        intensity, shine = self._light
         view = pb.computeViewMatrix(eye.tolist(), target.tolist(), up.tolist(), physicsClientId=self._c)
         proj = pb.computeProjectionMatrixFOV(cam.fovy, width / height, cam.near, cam.far, physicsClientId=self._c)
         _, _, rgba, buffer, _ = pb.getCameraImage(
-            width, height, view, proj, renderer=pb.ER_TINY_RENDERER, physicsClientId=self._c
+            width,
+            height,
+            view,
+            proj,
+            renderer=pb.ER_TINY_RENDERER,
+            lightDirection=(-shine).tolist(),  # PyBullet's points from the scene towards the light
+            lightColor=[intensity] * 3,
+            physicsClientId=self._c,
         )
         if depth:
             return depth_from_buffer(np.reshape(buffer, (height, width)), cam.near, cam.far)
