@@ -106,12 +106,17 @@ class GoalPolicy:
         expected = self.model.observation_space["observation"].shape
         got = observation_space["observation"].shape
         if expected != got:
-            raise ValueError(
-                f"policy {self.path} expects observations of shape {expected} (lidar rays "
-                f"{self.robot_config.lidar_rays or 'robot default'}), the env gives {got}; use the same robot and lidar"
-            )
+            family = self.env_config.family()
+            if family is not None and "robot" in family.reads:
+                lidar = self.robot_config.lidar_rays or "robot default"
+                fix = f" (lidar rays {lidar}), the env gives {got}; use the same robot and lidar"
+            else:
+                fix = f" ({self.env_config.id}), the env gives {got}; use the env it was trained on"
+            raise ValueError(f"policy {self.path} expects observations of shape {expected}{fix}")
 
     def act(self, observation: np.ndarray, goal: Any) -> np.ndarray:
+        """The rover's interface: its observation vector (pose first) and an (x, y) goal; other envs' policies
+        take their whole observation dict through ``__call__``."""
         obs = np.asarray(observation, dtype=np.float32)
         return self({"observation": obs, "achieved_goal": obs[:2], "desired_goal": np.asarray(goal, np.float32)})
 
