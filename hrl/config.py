@@ -87,9 +87,11 @@ class EnvConfig:
             _positive("env", name, getattr(self, name))
         if not isinstance(self.kwargs, dict) or not all(isinstance(k, str) for k in self.kwargs):
             raise ValueError(f"env.kwargs must map argument names to values, got {self.kwargs!r}")
-        if self.wrappers and self.family() is None:
+        family = self.family()
+        if self.wrappers and (family is None or "wrappers" not in family.reads):
+            takes = " | ".join(f.pattern for f in ENV_FAMILIES if "wrappers" in f.reads)
             raise ValueError(
-                f"env.wrappers are an argument of {_family_ids()}, not of env.id={self.id}; "
+                f"env.wrappers are an argument of {takes}, not of env.id={self.id}; "
                 "give its own wrappers in env.kwargs, if it takes any"
             )
         self.import_packages()
@@ -168,15 +170,8 @@ class EnvFamily:
 
     Any other registered Gymnasium env gets exactly ``env.kwargs``, plain features (``flat``), no curriculum,
     and its registered ``max_episode_steps``. A new env of ours either takes its arguments from ``env.kwargs``
-    (nothing to register, if it is registered with ``max_episode_steps``) or registers a family, e.g. one
-    whose episode length is its own ``max_steps`` argument::
-
-        register_env_family(EnvFamily(
-            pattern="hrl/PandaTabletop-*",
-            arguments=lambda env, robot: {},          # all of its arguments come from env.kwargs
-            episode_steps=lambda kwargs: kwargs.get("max_steps", 50),
-            episode_steps_key="env.kwargs.max_steps",
-        ))
+    (nothing to register, if it is registered with ``max_episode_steps``) or registers a family, as the
+    tabletop's below (its arguments from ``env.kwargs``, its episode length its own ``max_steps``).
     """
 
     #: fnmatch pattern of the env ids, e.g. ``"hrl/RoverNav-*"``.
@@ -254,6 +249,34 @@ register_env_family(
         features=("goal_frame",),
         curriculum=True,
         describe=lambda env: env.map,
+    )
+)
+
+
+def _tabletop_arguments(env: EnvConfig, robot: RobotConfig) -> dict[str, Any]:
+    """``hrl/PandaTabletop-*``'s arguments come from ``env.kwargs`` (scene, backend, goal_mode, max_steps, ...),
+    and its sim-to-real wrappers from ``env.wrappers``; none of the rover's fields."""
+    return {"wrappers": plain_wrapper_specs(env.wrappers)} if env.wrappers else {}
+
+
+def _tabletop_episode_steps(kwargs: dict[str, Any]) -> int:
+    """The tabletop's ``max_steps`` argument, else its default (it truncates episodes itself, no TimeLimit)."""
+    if "max_steps" in kwargs:
+        return int(kwargs["max_steps"])
+    import inspect
+
+    from sim.tabletop.env import PandaTabletopEnv
+
+    return int(inspect.signature(PandaTabletopEnv).parameters["max_steps"].default)
+
+
+register_env_family(
+    EnvFamily(
+        pattern="hrl/PandaTabletop-*",
+        arguments=_tabletop_arguments,
+        episode_steps=_tabletop_episode_steps,
+        episode_steps_key="env.kwargs.max_steps",
+        reads=("wrappers",),
     )
 )
 

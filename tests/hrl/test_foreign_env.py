@@ -217,3 +217,21 @@ def test_a_registered_env_family_gets_its_own_arguments_only():
     finally:
         ENV_FAMILIES.remove(family)
         gym.registry.pop("hrl_test/FamilyReach-v0")
+
+
+def test_tabletop_gets_env_kwargs_and_truncates_at_its_own_max_steps():
+    """hrl/PandaTabletop-v0 (ours, not the rover's): its arguments are env.kwargs, its episode length for HER
+    is its max_steps argument (or that argument's default), the rover's fields never reach it."""
+    config = EnvConfig(id="hrl/PandaTabletop-v0", map="apartment", kwargs={"goal_mode": "reach", "max_steps": 30})
+    assert config.make_kwargs(RobotConfig(lidar_rays=8)) == {"goal_mode": "reach", "max_steps": 30}
+    assert config.episode_steps(RobotConfig()) == 30
+    env = config.make_env(RobotConfig())
+    env.reset(seed=0)
+    steps = 1
+    while not any(env.step(np.zeros(env.action_space.shape, np.float32))[2:4]):
+        steps += 1
+    assert steps == 30
+    env.close()
+    default = EnvConfig(id="hrl/PandaTabletop-v0")
+    with pytest.raises(ValueError, match=r"must exceed env.kwargs.max_steps \(50\)"):
+        TrainConfig(env=default, algo=AlgoConfig(features="flat", learning_starts=50)).validate()
