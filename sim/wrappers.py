@@ -405,8 +405,9 @@ class ObjectDynamics(_ForEmbodiment, _Seeded, gym.Wrapper, gym.utils.RecordConst
     mass and sliding friction (the scene's) are multiplied by scales drawn uniformly from ``mass_scale`` and
     ``friction_scale`` (``[low, high]``, or one number to fix it), independently per object. The backend
     simulates them (``set_object_dynamics``: inertia scales with the mass); the episode's values are in
-    ``info["object_dynamics"]`` (``{object: {"mass": kg, "friction": coefficient}}``) at reset and every step.
-    The tabletop's; the rover's is :class:`DomainRandomization`.
+    ``info["object_dynamics"]`` (``{object: {"mass": kg, "friction": coefficient}}``) at reset, and in the
+    wrapper's ``dynamics`` (not in every step's info: HER's replay buffer keeps each step's). The tabletop's;
+    the rover's is :class:`DomainRandomization`.
     """
 
     embodiment = "tabletop"
@@ -440,14 +441,7 @@ class ObjectDynamics(_ForEmbodiment, _Seeded, gym.Wrapper, gym.utils.RecordConst
         for name, d in self.dynamics.items():
             physics.set_object_dynamics(name, d["mass"], d["friction"])
         obs, info = self.env.reset(seed=seed, options=options)
-        return obs, info | {"object_dynamics": self._report()}
-
-    def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, info | {"object_dynamics": self._report()}
-
-    def _report(self) -> dict[str, dict[str, float]]:
-        return {name: dict(d) for name, d in self.dynamics.items()}
+        return obs, info | {"object_dynamics": {name: dict(d) for name, d in self.dynamics.items()}}
 
 
 class _TabletopNoise:
@@ -535,8 +529,8 @@ class VisualRandomization(_ForEmbodiment, _Seeded, gym.Wrapper, gym.utils.Record
     and turned by up to ``camera_angle`` degrees about a random axis; the scene's directional light is scaled
     by a factor from ``light_intensity`` (``[low, high]`` or one number) and tilted by up to
     ``light_direction`` degrees from its nominal direction (all uniform). The env's ``render()`` sees them too.
-    The episode's values are in ``info["visual"]`` at reset and every step. Tabletop only (the rover has no
-    cameras).
+    The episode's values are in ``info["visual"]`` at reset and in the wrapper's ``visual`` (as
+    :class:`ObjectDynamics`). Tabletop only (the rover has no cameras).
     """
 
     embodiment = "tabletop"
@@ -589,15 +583,7 @@ class VisualRandomization(_ForEmbodiment, _Seeded, gym.Wrapper, gym.utils.Record
             physics.set_camera_offset(name, np.array(cam["position"]), _rotation(np.array(cam["axis"]), cam["angle"]))
         physics.set_lighting(v["light_intensity"], np.array(v["light_direction"]))
         obs, info = self.env.reset(seed=seed, options=options)  # after: the first images show this episode's
-        return obs, info | {"visual": self._report()}
-
-    def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, info | {"visual": self._report()}
-
-    def _report(self) -> dict[str, Any]:
-        v = self.visual
-        return {**v, "cameras": {name: dict(cam) for name, cam in v["cameras"].items()}}
+        return obs, info | {"visual": {**v, "cameras": {name: dict(c) for name, c in v["cameras"].items()}}}
 
 
 def _random_axis(rng: np.random.Generator) -> np.ndarray:
