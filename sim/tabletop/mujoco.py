@@ -3,8 +3,8 @@
 The scene is built around the arm's URDF with ``MjSpec`` (the robot file is the base document, as for the
 rover): the table, objects, places, goal marker and cameras are added to it, and the actuators come from the
 arm's spec. The arm links get gravity compensation (``gravcomp``), as a real Panda's controller provides, so
-the position servos only track; PyBullet's constraint motors hold the arm against gravity up to the same
-effort limits.
+the position servos only track; it is applied through the joints' actuators and counts against the same
+effort limits as the servo (``actgravcomp``), as PyBullet's constraint motors hold the arm against gravity.
 """
 
 from __future__ import annotations
@@ -88,7 +88,14 @@ def _build(scene: TabletopScene, arm: ArmSpec) -> mujoco.MjModel:
             forcelimited=True,
             forcerange=[-jnt.effort, jnt.effort],
         ).set_to_position(kp=ARM_KP, kv=ARM_KV)
-        spec.joint(name).armature = 0.1  # reflected rotor inertia: stabilises the stiff servo at 2 ms
+        joint = spec.joint(name)
+        joint.armature = 0.1  # reflected rotor inertia: stabilises the stiff servo at 2 ms
+        # Gravity compensation counts against the joint's effort, as in PyBullet (whose motors hold the arm
+        # up within their force limits) and on the real arm: outside it, a full-speed move had up to 87 N m
+        # more to brake with and the two engines' TCPs drifted apart by 20 cm in 32 steps (test_parity.py).
+        joint.actgravcomp = True
+        joint.actfrclimited = True
+        joint.actfrcrange = [-jnt.effort, jnt.effort]
     for name in arm.gripper.joints:
         f = arm.gripper.force
         spec.add_actuator(

@@ -29,6 +29,12 @@ from sim.tabletop.scene import TabletopScene
 POSITION_GAIN, VELOCITY_GAIN = 0.1, 1.0
 #: Torsional friction of grasp contacts (MuJoCo: condim 4).
 SPINNING_FRICTION = 0.01
+#: Friction of the table and places: MuJoCo's default (1.0). Bullet multiplies the two bodies' frictions where
+#: MuJoCo takes the larger, so at 1.0 an object slides on them with its own friction in both engines (at
+#: Bullet's default 0.5 a pushed cube slid twice as far and off the table: tests/sim/tabletop/test_parity.py).
+SCENE_FRICTION = 1.0
+#: Force (N) of the constraint that keeps the fingers symmetric: above the 2 x 20 N the finger motors push with.
+FINGER_COUPLING_FORCE = 100.0
 
 
 class PybulletTabletopPhysics:
@@ -59,6 +65,12 @@ class PybulletTabletopPhysics:
         self._forces = [j.effort for j in arm.joints]
         for i in self._fingers:
             pb.changeDynamics(self.robot, i, lateralFriction=1.0, spinningFriction=SPINNING_FRICTION, physicsClientId=c)
+        # The fingers move together, as the URDF's <mimic> says and MuJoCo's importer builds (an equality
+        # constraint); PyBullet ignores <mimic>, and with both finger motors at their force limit a held cube
+        # slid 2 cm towards one finger when carried sideways. (PyBullet's own Panda example does the same.)
+        gear = pb.createConstraint(self.robot, self._fingers[0], self.robot, self._fingers[1], pb.JOINT_GEAR,
+                                   [1, 0, 0], [0, 0, 0], [0, 0, 0], physicsClientId=c)  # fmt: skip
+        pb.changeConstraint(gear, gearRatio=-1, erp=0.1, maxForce=FINGER_COUPLING_FORCE, physicsClientId=c)
         cx, cy = scene.table.center
         lx, wy = scene.table.size
         h = scene.table.height
@@ -84,7 +96,9 @@ class PybulletTabletopPhysics:
         c = self._c
         vis = pb.createVisualShape(pb.GEOM_BOX, halfExtents=list(half), rgbaColor=list(rgba), physicsClientId=c)
         col = pb.createCollisionShape(pb.GEOM_BOX, halfExtents=list(half), physicsClientId=c) if collide else -1
-        return pb.createMultiBody(mass, col, vis, list(pos), physicsClientId=c)
+        body = pb.createMultiBody(mass, col, vis, list(pos), physicsClientId=c)
+        pb.changeDynamics(body, -1, lateralFriction=SCENE_FRICTION, physicsClientId=c)  # objects: their own, later
+        return body
 
     def _add_place(self, place) -> None:
         for box in place_boxes(place):
