@@ -20,7 +20,16 @@ contacts slows both alike). Then SB3 vector envs (DummyVecEnv in process, Subpro
 core): total env steps/s. Target: env.step >= 50 % of the raw reference with the lidar included, on every
 backend.
 
-    python benchmarks/env_throughput.py [--quick] [--no-record] [--backends mujoco pybullet]
+The tabletop (``--suites tabletop``, ``hrl/PandaTabletop-v0`` in ``push`` mode, random actions, one long
+episode): per backend, ``env.step`` against the same engine stepping a copy of the same scene through the
+backend's ``physics.step`` (the joint targets into the servos, then the same 20 substeps: no IK, no
+observation, no cameras), replaying the joint targets the env commanded (recorded in a first pass), so both
+follow the same trajectory. Target: >= 50 %. Then, side by side in one run, our push env on each backend
+against panda-gym's ``PandaPush-v3`` (same 20 substeps of 2 ms, same actions; ``pip install -e '.[panda]'``),
+alternating: target, our PyBullet env >= 1.5x theirs.
+
+    python benchmarks/env_throughput.py [--quick] [--no-record] [--suites rover tabletop]
+        [--backends mujoco pybullet] [--maps open apartment]
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -179,6 +189,99 @@ def _finish(envs: list, poses: list, atol: float) -> dict[str, int]:
     return {"substeps": u.substeps, "lidar_rays": u.robot.lidar.num_rays, "walls": len(u.world.walls)}
 
 
+TABLETOP_ID = "hrl/PandaTabletop-v0"
+
+
+def _push_env(backend: str, total: int) -> gym.Env:
+    """The tabletop push env, cameras off, one episode of ``total`` steps (no reset while timing)."""
+    return gym.make(TABLETOP_ID, backend=backend, goal_mode="push", max_steps=total + 1)
+
+
+def _stepper(env: gym.Env, actions: np.ndarray) -> Callable[[], None]:
+    """A function that steps ``env`` with the next of ``actions`` at each call."""
+    i = 0
+
+    def step() -> None:
+        nonlocal i
+        env.step(actions[i])
+        i += 1
+
+    return step
+
+
+def tabletop_env(backend: str, n: int, rounds: int) -> dict[str, float]:
+    """Tabletop env.step vs the same engine replaying the joint targets the env commanded (same trajectory)."""
+    total = n * rounds + 1
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(total, 3))
+
+    # Pass 1 (untimed): the joint and finger targets the env hands its physics at every control step.
+    recorder = _push_env(backend, total)
+    recorder.reset(seed=0)
+    physics = recorder.unwrapped.physics
+    targets: list[tuple[np.ndarray, float]] = []
+    step = physics.step
+
+    def record(q_target: np.ndarray, width_target: float) -> None:
+        targets.append((np.array(q_target), width_target))
+        step(q_target, width_target)
+
+    physics.step = record  # the instance attribute shadows the method for this env only
+    for a in actions:
+        recorder.step(a)
+    recorder.close()
+
+    envs = [_push_env(backend, total) for _ in range(2)]
+    for env in envs:
+        env.reset(seed=0)
+    raw = envs[1].unwrapped.physics
+    k = 0
+
+    def raw_step() -> None:
+        nonlocal k
+        raw.step(*targets[k])  # servo targets in, `substeps` engine steps: no IK, no observation
+        k += 1
+
+    samples = interleaved_rates({"env_step": _stepper(envs[0], actions), "raw_physics": raw_step}, n, rounds)
+    states = [np.concatenate([e.unwrapped.physics.joints()[0], e.unwrapped.physics.object_state("cube").position])
+              for e in envs]  # fmt: skip
+    if not np.allclose(states[0], states[1], atol=1e-9):
+        raise RuntimeError(f"benchmark workloads diverged: {states}")
+    substeps = envs[0].unwrapped.physics.substeps
+    for env in envs:
+        env.close()
+    return _medians(samples) | {
+        "ratio_vs_raw_physics": paired_ratio(samples, "env_step", "raw_physics"),
+        "substeps": substeps,
+    }
+
+
+def versus_panda_gym(backends: list[str], n: int, rounds: int) -> dict[str, object]:
+    """Our push env on each backend against panda-gym's PandaPush-v3: env.step/s, alternating, same actions."""
+    try:
+        import panda_gym  # noqa: F401  (registers PandaPush-v3)
+    except ImportError:
+        return {"skipped": "panda-gym is not installed: pip install -e '.[panda]'"}
+    total = n * rounds
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(total, 3))
+    theirs = gym.make("PandaPush-v3", max_episode_steps=total + 1)
+    ours = {f"ours_{b}": _push_env(b, total) for b in backends}
+    for env in [*ours.values(), theirs]:
+        env.reset(seed=0)
+    substeps = theirs.unwrapped.sim.n_substeps, theirs.unwrapped.sim.timestep
+    samples = interleaved_rates(
+        {name: _stepper(env, actions) for name, env in ours.items()} | {"panda_gym": _stepper(theirs, actions)},
+        n,
+        rounds,
+    )
+    for env in [*ours.values(), theirs]:
+        env.close()
+    return (
+        _medians(samples)
+        | {f"{name}_vs_panda_gym": paired_ratio(samples, name, "panda_gym") for name in ours}
+        | {"panda_gym_substeps": substeps[0], "panda_gym_timestep": substeps[1]}
+    )
+
+
 def vector_env(kind: str, n_envs: int, steps: int) -> float:
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
@@ -197,17 +300,10 @@ def vector_env(kind: str, n_envs: int, steps: int) -> float:
     return steps * n_envs / elapsed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short run (< 1 minute)")
-    parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
-    parser.add_argument("--maps", nargs="+", default=["open", "apartment"])
-    parser.add_argument("--backends", nargs="+", default=["mujoco", "pybullet"], choices=["mujoco", "pybullet"])
-    args = parser.parse_args()
+def rover(args: argparse.Namespace, figures: dict[str, object]) -> None:
+    """The rover's envs per map and backend, and SB3 vector envs; one row in RESULTS.md's env_throughput."""
     n, rounds, vec_steps = (300, 3, 300) if args.quick else (2000, 7, 2000)
     workers = max(2, os.cpu_count() or 2)
-
-    figures: dict[str, object] = {"quick": args.quick}
     ratios: list[float] = []
     cells: dict[str, list[str]] = {"mujoco": [], "pybullet": []}
     for map_name in args.maps:
@@ -268,6 +364,76 @@ def main() -> None:
                 "target >= 50 %",
             ],
         )
+
+
+def tabletop(args: argparse.Namespace) -> dict[str, object]:
+    """The tabletop push env per backend against raw physics, then against panda-gym's PandaPush-v3; one row
+    in RESULTS.md's env_throughput_tabletop."""
+    # PyBullet steps ~2.5x slower than MuJoCo here: fewer steps per round (each round still spans several
+    # hundred control steps of random pushing, contacts with the cube and the table included).
+    n, rounds = (40, 3) if args.quick else (500, 7)
+    figures: dict[str, object] = {}
+    cells: list[str] = []
+    for backend in ("mujoco", "pybullet"):
+        if backend not in args.backends:
+            cells.append("—")
+            continue
+        res = tabletop_env(backend, n if backend == "mujoco" else n // 2, rounds)
+        figures[backend] = {k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}
+        print(
+            f"tabletop {backend}: env.step {res['env_step']:6.0f}/s  raw physics {res['raw_physics']:6.0f}/s  -> "
+            f"{res['ratio_vs_raw_physics']:.0%} ({res['substeps']} substeps)"
+        )
+        cells.append(f"{res['env_step']:.0f}/s = {res['ratio_vs_raw_physics']:.0%} of raw ({res['raw_physics']:.0f}/s)")
+    ratios = [figures[b]["ratio_vs_raw_physics"] for b in args.backends]  # type: ignore[index]
+    figures["raw_target_met"] = min(ratios) >= 0.5
+    versus = versus_panda_gym(args.backends, n // 2, rounds)
+    figures["versus_panda_gym"] = {k: round(v, 3) if isinstance(v, float) else v for k, v in versus.items()}
+    if "skipped" in versus:
+        print(f"tabletop vs panda-gym: skipped ({versus['skipped']})")
+        cells.append(f"skipped: {versus['skipped']}")
+    else:
+        ours = [b for b in ("mujoco", "pybullet") if b in args.backends]
+        rates = " / ".join(f"{versus[f'ours_{b}']:.0f}" for b in ours)
+        ratio_text = ", ".join(f"{b} {versus[f'ours_{b}_vs_panda_gym']:.2f}x" for b in ours)
+        print(f"tabletop vs panda-gym PandaPush-v3: ours ({', '.join(ours)}) {rates} env steps/s, "
+              f"theirs {versus['panda_gym']:.0f}/s -> {ratio_text}")  # fmt: skip
+        cells.append(f"{rates} / {versus['panda_gym']:.0f} ({ratio_text})")
+        if "pybullet" in args.backends:
+            figures["panda_gym_target_met"] = versus["ours_pybullet_vs_panda_gym"] >= 1.5
+    if not args.no_record:
+
+        def met(key: str) -> str:
+            return "—" if key not in figures else ("yes" if figures[key] else "**no**")
+
+        record(
+            "env_throughput_tabletop",
+            figures,
+            [*cells, f"raw: {met('raw_target_met')}; panda-gym: {met('panda_gym_target_met')}", "—"],
+            [
+                "MuJoCo env.step vs raw physics",
+                "PyBullet env.step vs raw physics",
+                "push env.step/s: ours MuJoCo / ours PyBullet / panda-gym PandaPush-v3",
+                "targets: >= 50 % of raw; PyBullet >= 1.5x panda-gym",
+                "notes",
+            ],
+        )
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short run (< 1 minute per suite)")
+    parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
+    parser.add_argument("--suites", nargs="+", default=["rover", "tabletop"], choices=["rover", "tabletop"])
+    parser.add_argument("--maps", nargs="+", default=["open", "apartment"], help="the rover's maps")
+    parser.add_argument("--backends", nargs="+", default=["mujoco", "pybullet"], choices=["mujoco", "pybullet"])
+    args = parser.parse_args()
+    figures: dict[str, object] = {"quick": args.quick}
+    if "rover" in args.suites:
+        rover(args, figures)
+    if "tabletop" in args.suites:
+        figures["tabletop"] = tabletop(args)
     emit(figures)
 
 

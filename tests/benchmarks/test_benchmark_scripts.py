@@ -44,6 +44,35 @@ def test_env_throughput_cli_prints_json_last(tmp_path):
     assert set(figures) >= {"open", "dummy_vec_env_steps_per_s", "subproc_vec_env_steps_per_s", "target_met"}
     assert figures["open"]["ratio_vs_raw_physics"] > 0
     assert figures["pybullet"]["open"]["ratio_vs_raw_step_simulation"] > 0
+    tabletop = figures["tabletop"]
+    assert tabletop["mujoco"]["ratio_vs_raw_physics"] > 0 and tabletop["pybullet"]["ratio_vs_raw_physics"] > 0
+    assert "ours_pybullet_vs_panda_gym" in tabletop["versus_panda_gym"] or "skipped" in tabletop["versus_panda_gym"]
+
+
+def test_env_throughput_runs_one_suite_alone():
+    figures = run_benchmark("env_throughput", "--quick", "--no-record", "--suites", "tabletop", timeout=300)
+    assert set(figures) == {"quick", "tabletop"}  # nothing of the rover's
+
+
+@pytest.mark.parametrize("backend", ["mujoco", "pybullet"])
+def test_tabletop_throughput_replays_the_same_trajectory(backend):
+    """The raw reference replays the joint targets the env commanded (it raises if the copies diverge)."""
+    res = env_throughput.tabletop_env(backend, n=10, rounds=2)
+    assert res["env_step"] > 0 and res["raw_physics"] > 0
+    assert res["substeps"] == 20
+
+
+def test_tabletop_versus_panda_gym():
+    pytest.importorskip("panda_gym")
+    res = env_throughput.versus_panda_gym(["mujoco", "pybullet"], n=5, rounds=2)
+    assert res["ours_mujoco_vs_panda_gym"] > 0 and res["ours_pybullet_vs_panda_gym"] > 0
+    assert (res["panda_gym_substeps"], res["panda_gym_timestep"]) == (20, 0.002)  # the same control step as ours
+
+
+def test_tabletop_without_panda_gym_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "panda_gym", None)  # what `import panda_gym` sees when it is not installed
+    res = env_throughput.versus_panda_gym(["pybullet"], n=5, rounds=2)
+    assert res == {"skipped": "panda-gym is not installed: pip install -e '.[panda]'"}
 
 
 def test_record_appends_rows(tmp_path, monkeypatch):
