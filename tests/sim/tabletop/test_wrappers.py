@@ -133,11 +133,22 @@ def test_object_dynamics_does_not_change_the_envs_sampling():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_heavier_cube_moves_less_under_the_same_push(backend):
-    light = push_cube(make([{"name": "object_dynamics", "mass_scale": 1.0, "friction_scale": 1.0}], backend), 0.2)
-    heavy = push_cube(make([{"name": "object_dynamics", "mass_scale": 3.0, "friction_scale": 1.0}], backend), 0.2)
-    assert light > 0.015  # measured 2.5 cm (MuJoCo), 4.4 cm (PyBullet)
-    assert heavy < 0.5 * light  # measured 1.0 / 0.8 cm
+def test_a_cube_heavier_than_the_grip_holds_slips_out_of_the_same_grasp(backend):
+    """Two fingers of 20 N with friction 1 hold up to 2 x 20 N / g = 4.1 kg: the 45 g cube and one 20 times
+    heavier (0.9 kg) are lifted 13 cm, one 100 times heavier (4.5 kg) stays on the table."""
+
+    def lift(mass_scale: float) -> float:
+        env = make([{"name": "object_dynamics", "mass_scale": mass_scale, "friction_scale": 1.0}], backend,
+                   goal_mode="pick_place")  # fmt: skip
+        env.reset(seed=0, options={"layout": {"cube": (0.0, 0.0, 0.0)}})
+        for target, grip, steps in [(0.1, 1, 12), (0.02, 1, 15), (0.02, -1, 10), (0.15, -1, 15)]:
+            for _ in range(steps):  # open above the cube, descend around it, close, lift
+                move = np.clip((np.array([0.0, 0.0, target]) - env.unwrapped.tcp()[0]) / 0.05, -1, 1)
+                env.step(np.append(move, grip))
+        return float(env.unwrapped.physics.object_state("cube").position[2])
+
+    assert lift(1.0) > 0.14 and lift(20.0) > 0.14
+    assert lift(100.0) < 0.03  # measured 0.02: it never left the table
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
