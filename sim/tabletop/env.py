@@ -109,6 +109,7 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._base = np.asarray(self.scene.robot_base, dtype=float)
         self._lower = np.array([j.lower for j in self.arm.joints])
         self._upper = np.array([j.upper for j in self.arm.joints])
+        self._max_joint_step = np.array([j.velocity for j in self.arm.joints]) / self.control_hz
         t = self.scene.table
         self._table_lo = np.array(t.center) - np.array(t.size) / 2
         self._table_hi = np.array(t.center) + np.array(t.size) / 2
@@ -255,6 +256,11 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             iterations=2,
             first=fk if np.all((q >= self._lower) & (q <= self._upper)) else None,
         )
+        # No joint is asked to move faster than its rated speed (the spec's, as a real Panda's controller
+        # limits it): the servos then track instead of saturating and overshooting, alike in both engines.
+        # The whole joint step is scaled down, so the TCP still moves in the commanded direction.
+        dq = q_target - q
+        q_target = q + dq / max(1.0, float(np.max(np.abs(dq) / self._max_joint_step)))
         if self.block_gripper:
             width = 0.0
         else:
@@ -268,6 +274,13 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             terminated, info["failure"] = True, "object_left_table"
         reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
         return obs, reward, terminated, self._steps >= self.max_steps, info
+
+    def expert_action(self, rng: np.random.Generator | None = None, noise: float = 0.0) -> np.ndarray:
+        """The scripted expert's action for the current state (sim/tabletop/expert.py): demonstrations for
+        ``hrl-train``'s ``demos``, and a yardstick for learned skills."""
+        from sim.tabletop.expert import expert_action
+
+        return expert_action(self, rng, noise)
 
     def _left_table(self, position: np.ndarray) -> bool:
         return bool(

@@ -129,8 +129,8 @@ def test_bad_actions_are_refused_and_large_ones_clipped():
     with pytest.raises(ValueError, match="shape"):
         env.step([0.0, 0.0])
     start = env.tcp()[0]
-    env.step([10.0, 0.0, 0.0])  # clipped to 1: at most 5 cm
-    assert 0.02 < env.tcp()[0][0] - start[0] <= 0.051
+    env.step([10.0, 0.0, 0.0])  # clipped to 1: at most 5 cm (less where a joint would pass its rated speed)
+    assert 0.005 < env.tcp()[0][0] - start[0] <= 0.051
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
