@@ -423,6 +423,23 @@ class CurriculumConfig:
 
 
 @dataclass
+class DemoConfig:
+    """Demonstrations in the replay buffer before training: ``episodes`` episodes of the env's own scripted
+    expert (``env.unwrapped.expert_action(rng, noise)``, e.g. the tabletop's), with Gaussian ``noise`` on
+    its actions so the buffer holds more than one path. Off-policy algorithms only; HER relabels them like
+    any episode. Their env steps are counted in the run's summary (``demo_steps``), not in ``total_steps``."""
+
+    episodes: int = 0
+    noise: float = 0.2
+
+    def validate(self) -> None:
+        if isinstance(self.episodes, bool) or not isinstance(self.episodes, int) or self.episodes < 0:
+            raise ValueError(f"demos.episodes must be an integer >= 0, got {self.episodes!r}")
+        if isinstance(self.noise, bool) or not isinstance(self.noise, (int, float)) or not 0 <= self.noise < 10:
+            raise ValueError(f"demos.noise must be a number in [0, 10) (action units), got {self.noise!r}")
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     robot: RobotConfig = field(default_factory=RobotConfig)
@@ -430,6 +447,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    demos: DemoConfig = field(default_factory=DemoConfig)
     experiment_name: str = "default"
     seed: int = 0
     total_steps: int = 30_000
@@ -448,6 +466,9 @@ class TrainConfig:
         self.eval.validate()
         self.checkpoint.validate()
         self.curriculum.validate(self.env)
+        self.demos.validate()
+        if self.demos.episodes and not ALGORITHMS[self.algo.name].off_policy:
+            raise ValueError(f"demos.episodes fill a replay buffer; algo.name={self.algo.name} has none (use 0)")
         _positive("", "total_steps", self.total_steps, integer=True)
         _positive("", "n_envs", self.n_envs, integer=True)
         _positive("", "torch_threads", self.torch_threads, integer=True)

@@ -151,6 +151,8 @@ def train(config: TrainConfig, run_dir: Path, *, resume: bool = False, command: 
         if checkpoint is None:
             model = build_model(config, venv, tb_log)
             state.next_checkpoint = config.checkpoint.every_steps
+            if config.demos.episodes:
+                _prefill(model, config, run_dir)
         else:
             model = _load_checkpoint(config, spec, checkpoint, venv, tb_log, run_dir)
         clock = Clock(state.wall_time_offset_s)
@@ -187,6 +189,19 @@ def train(config: TrainConfig, run_dir: Path, *, resume: bool = False, command: 
     finally:
         venv.close()
         eval_env.close()
+
+
+def _prefill(model: Any, config: TrainConfig, run_dir: Path) -> None:
+    """The expert's demonstrations into the replay buffer (a fresh run only: a resumed one restores its
+    buffer), recorded in ``demos.json`` since their env steps are not in ``total_steps``."""
+    from hrl.demos import prefill_demonstrations
+
+    stats = prefill_demonstrations(model, config.demos.episodes, config.demos.noise)
+    (run_dir / "demos.json").write_text(json.dumps(stats | {"noise": config.demos.noise}, indent=2))
+    print(
+        f"[hrl-train] {stats['episodes']} expert demonstrations in the replay buffer "
+        f"({stats['steps']} env steps, {stats['success']:.0%} successful, noise {config.demos.noise})"
+    )
 
 
 def _open_run(config: TrainConfig, run_dir: Path, resume: bool) -> tuple[RunState, Path | None]:
