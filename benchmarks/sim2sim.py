@@ -11,13 +11,21 @@ with its 95 % Wilson interval and the path-length ratio (path driven / straight-
 start to the success circle, successful episodes; 1.0 is a straight drive). Target (issue 7): the
 randomization-trained policy loses <= 10 points of success from MuJoCo to PyBullet.
 
-    python benchmarks/sim2sim.py [--quick] [--no-record] [--episodes 200] [--maps open apartment]
-        [--policies shipped:rover_local shipped:rover_local_dr]
+The tabletop (``--suites tabletop``): skills trained in MuJoCo on ``hrl/PandaTabletop-v0`` (default: every
+shipped one; ``--skills`` takes ``shipped:<name>`` or run directories), each evaluated in its own training env
+(no training-time wrappers) in MuJoCo and in PyBullet on the same seeds (same goals and layouts: checked),
+next to the env's scripted expert (``env.unwrapped.expert_action()``) in both engines as the reference.
+Success with its 95 % Wilson interval; target (issue 15): a skill loses <= 10 points from MuJoCo to PyBullet.
+
+    python benchmarks/sim2sim.py [--quick] [--no-record] [--episodes 200] [--suites rover tabletop]
+        [--maps open apartment] [--policies shipped:rover_local shipped:rover_local_dr]
+        [--skills shipped:panda_reach runs/skills/panda_push]
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
 import time
 from pathlib import Path
@@ -33,7 +41,7 @@ import sim  # noqa: F401
 from benchmarks._common import emit, record
 from hrl.evaluation import evaluate
 from hrl.hierarchy_eval import wilson
-from hrl.policy import GoalPolicy
+from hrl.policy import SHIPPED_DIR, GoalPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE_LATENCY = ROOT / "configs" / "env" / "wrappers" / "noise_latency.yaml"
@@ -55,6 +63,9 @@ PERTURBED = {
     "latency_steps": 2,
 }
 DEFAULT_POLICIES = ["shipped:rover_local", "shipped:rover_local_dr"]
+TABLETOP = "hrl/PandaTabletop-*"
+#: The two engines' episodes of one seed start with goal distances this close (m), else they differ.
+SAME_EPISODE_TOLERANCE = 0.005
 
 
 def noise_latency_wrappers() -> list[Any]:
@@ -97,20 +108,10 @@ def fmt(c: dict[str, Any]) -> str:
     return f"{c['success_rate']:.0%} [{lo:.0%}, {hi:.0%}], ×{ratio}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 episodes on the open map (< 1 minute)")
-    parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
-    parser.add_argument("--episodes", type=int, default=200)
-    parser.add_argument("--maps", nargs="+", default=["open", "apartment"])
-    parser.add_argument("--policies", nargs="+", default=DEFAULT_POLICIES)
-    parser.add_argument("--seed", type=int, default=30000, help="first episode seed (disjoint from training evals)")
-    args = parser.parse_args()
+def rover(args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """The rover's transfer matrix into ``figures`` (and its rows into RESULTS.md)."""
     episodes, maps = (20, ["open"]) if args.quick else (args.episodes, args.maps)
-    if episodes < 1:
-        parser.error(f"--episodes must be >= 1, got {episodes}")
-
-    figures: dict[str, Any] = {"quick": args.quick, "episodes_per_cell": episodes, "maps": maps, "matrix": {}}
+    figures.update({"episodes_per_cell": episodes, "maps": maps, "matrix": {}})
     for spec in args.policies:
         policy = GoalPolicy.load(spec)
         name = spec.removeprefix("shipped:")
@@ -165,6 +166,147 @@ def main() -> None:
                     "MuJoCo → PyBullet drop (points)",
                 ],
             )
+
+
+def shipped_tabletop_skills() -> list[str]:
+    """``shipped:<name>`` of every shipped policy trained on the tabletop, by name."""
+    skills = []
+    for sidecar in sorted(SHIPPED_DIR.glob("*/model.policy.yaml")):
+        if fnmatch.fnmatchcase(yaml.safe_load(sidecar.read_text())["env"]["id"], TABLETOP):
+            skills.append(f"shipped:{sidecar.parent.name}")
+    return skills
+
+
+def tabletop_cell(env: gym.Env, actor: Any, episodes: int, seed: int) -> tuple[dict[str, Any], list[float]]:
+    """``actor`` (a policy on observations) on ``episodes`` episodes from ``seed``: the cell, and each episode's
+    distance from the achieved to the desired goal at its start (the same episodes give the same distances)."""
+    t0 = time.perf_counter()
+    summary, _ = evaluate(actor, env, episodes, seed=seed, progress=False)
+    k = sum(e.success for e in summary.per_episode)
+    return {
+        "episodes": episodes,
+        "success_rate": round(k / episodes, 4),
+        "success_ci95": [round(v, 4) for v in wilson(k, episodes)],
+        "mean_steps": round(summary.mean_steps, 1),
+        "mean_final_distance": round(summary.mean_final_distance, 4),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }, [e.initial_distance for e in summary.per_episode]
+
+
+def tabletop_skill(spec: str, episodes: int, seed: int) -> dict[str, Any]:
+    """One skill and the scripted expert in its goal mode, in MuJoCo and PyBullet on the same seeds.
+
+    Raises RuntimeError if the two engines' episodes start apart (then they are not the same episodes).
+    """
+    policy = GoalPolicy.load(spec)
+    if not fnmatch.fnmatchcase(policy.env_config.id, TABLETOP):
+        raise ValueError(f"--skills takes tabletop skills ({TABLETOP}); {spec} was trained on {policy.env_config.id}")
+    cells: dict[str, Any] = {}
+    starts: dict[str, list[float]] = {}
+    for backend in ("mujoco", "pybullet"):
+        env = policy.make_env(backend=backend, wrappers=[])  # training-time randomization is not evaluated
+        policy.check_compatible(env.observation_space)
+        cells[backend], starts[backend] = tabletop_cell(env, policy, episodes, seed)
+        expert = env.unwrapped.expert_action  # the scripted expert reads the sim, not the observation
+        cells[f"expert/{backend}"], _ = tabletop_cell(env, lambda obs, act=expert: act(), episodes, seed)
+        env.close()
+    apart = float(np.max(np.abs(np.subtract(starts["mujoco"], starts["pybullet"]))))
+    if apart > SAME_EPISODE_TOLERANCE:
+        raise RuntimeError(
+            f"{spec}: episodes of the same seed start {apart * 1000:.1f} mm apart in MuJoCo and PyBullet "
+            f"(goal distance at reset; tolerance {SAME_EPISODE_TOLERANCE * 1000:.0f} mm): not the same episodes"
+        )
+
+    def drop(prefix: str) -> float:
+        return round(cells[f"{prefix}mujoco"]["success_rate"] - cells[f"{prefix}pybullet"]["success_rate"], 4)
+
+    return {
+        "goal_mode": policy.env_config.kwargs.get("goal_mode", "reach"),
+        "trained_in": policy.env_config.kwargs.get("backend", "mujoco"),
+        "cells": cells,
+        "start_distance_max_difference_m": round(apart, 5),
+        "mujoco_to_pybullet_drop": drop(""),
+        "expert_mujoco_to_pybullet_drop": drop("expert/"),
+    }
+
+
+def tabletop(args: argparse.Namespace) -> dict[str, Any]:
+    """The tabletop skills' rows (and RESULTS.md's)."""
+    episodes = 20 if args.quick else args.episodes
+    skills = shipped_tabletop_skills() if args.skills is None else args.skills
+    figures: dict[str, Any] = {"episodes_per_cell": episodes, "skills": {}}
+    if not skills:
+        figures["skipped"] = "no tabletop skill shipped (hrl/policies/*/model.policy.yaml); give --skills"
+        print(f"tabletop: {figures['skipped']}")
+        return figures
+    for spec in skills:
+        name = spec.removeprefix("shipped:")
+        row = figures["skills"][name] = tabletop_skill(spec, episodes, args.seed)
+        for label, c in row["cells"].items():
+            print(f"{name:>24} {label:>16}: {fmt_tabletop(c)}  ({c['seconds']} s)", flush=True)
+        print(f"{name}: MuJoCo -> PyBullet success drop {row['mujoco_to_pybullet_drop']:+.2f} "
+              f"(expert {row['expert_mujoco_to_pybullet_drop']:+.2f})")  # fmt: skip
+    figures["target_met"] = all(r["mujoco_to_pybullet_drop"] <= 0.10 for r in figures["skills"].values())
+    if not args.no_record:
+        for name, row in figures["skills"].items():
+            c = row["cells"]
+            record(
+                "sim2sim_tabletop",
+                figures,
+                [
+                    name,
+                    row["goal_mode"],
+                    str(episodes),
+                    fmt_tabletop(c["mujoco"]),
+                    fmt_tabletop(c["pybullet"]),
+                    f"{row['mujoco_to_pybullet_drop'] * 100:+.1f}",
+                    f"{fmt_tabletop(c['expert/mujoco'])} / {fmt_tabletop(c['expert/pybullet'])}",
+                    f"{row['expert_mujoco_to_pybullet_drop'] * 100:+.1f}",
+                    "yes" if row["mujoco_to_pybullet_drop"] <= 0.10 else "**no**",
+                    "—",
+                ],
+                [
+                    "skill",
+                    "goal mode",
+                    "episodes",
+                    "MuJoCo",
+                    "PyBullet",
+                    "MuJoCo → PyBullet drop (points)",
+                    "expert MuJoCo / PyBullet",
+                    "expert drop (points)",
+                    "target drop <= 10 points",
+                    "notes",
+                ],
+            )
+    return figures
+
+
+def fmt_tabletop(c: dict[str, Any]) -> str:
+    lo, hi = c["success_ci95"]
+    return f"{c['success_rate']:.0%} [{lo:.0%}, {hi:.0%}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20 episodes a cell, the rover on the open map (< 1 min)")
+    parser.add_argument("--no-record", action="store_true", help="do not append to benchmarks/RESULTS.md")
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--suites", nargs="+", default=["rover", "tabletop"], choices=["rover", "tabletop"])
+    parser.add_argument("--maps", nargs="+", default=["open", "apartment"], help="the rover's maps")
+    parser.add_argument("--policies", nargs="+", default=DEFAULT_POLICIES, help="the rover's policies")
+    parser.add_argument(
+        "--skills", nargs="+", default=None, help="tabletop skills (default: every shipped one on the tabletop)"
+    )
+    parser.add_argument("--seed", type=int, default=30000, help="first episode seed (disjoint from training evals)")
+    args = parser.parse_args()
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+
+    figures: dict[str, Any] = {"quick": args.quick}
+    if "rover" in args.suites:
+        rover(args, figures)
+    if "tabletop" in args.suites:
+        figures["tabletop"] = tabletop(args)
     emit(figures)
 
 
