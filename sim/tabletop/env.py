@@ -154,18 +154,15 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             self._fk = (q, self.chain.forward(q, self._base))
         return self._fk
 
-    def _achieved(self) -> np.ndarray:
-        if self.goal_mode == "reach":
-            return self.tcp()[0]
-        return self.physics.object_state(self.object).position
-
     def _observe(self) -> dict[str, np.ndarray]:
         p, v = self.tcp()
         parts = [p, v]
+        achieved = p
         if not self.block_gripper:
             parts.append([self.physics.finger_width()])
         if self.goal_mode != "reach":
             s = self.physics.object_state(self.object)
+            achieved = s.position
             w, x, y, z = s.quaternion
             # The object's rotation as its x and z axes (continuous, unlike Euler angles), and where it is
             # from the TCP (what a push or a grasp must close).
@@ -174,7 +171,7 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             parts += [s.position, s.position - p, rx, rz, s.linear_velocity, s.angular_velocity]
         obs = {
             "observation": np.concatenate([np.asarray(a, dtype=np.float32).ravel() for a in parts]),
-            "achieved_goal": self._achieved().astype(np.float32),
+            "achieved_goal": achieved.astype(np.float32),
             "desired_goal": self._goal.astype(np.float32),
         }
         for key in self.camera_keys:
@@ -270,7 +267,7 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         obs = self._observe()
         info: dict[str, Any] = {"is_success": self._success(obs)}
         terminated = False
-        if self.object is not None and self._left_table(self.physics.object_state(self.object).position):
+        if self.goal_mode != "reach" and self._left_table(obs["achieved_goal"]):
             terminated, info["failure"] = True, "object_left_table"
         reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
         return obs, reward, terminated, self._steps >= self.max_steps, info
