@@ -41,7 +41,7 @@ import sim  # noqa: F401
 from benchmarks._common import emit, record
 from hrl.evaluation import evaluate
 from hrl.hierarchy_eval import wilson
-from hrl.policy import SHIPPED_DIR, GoalPolicy
+from hrl.policy import SHIPPED_DIR, GoalPolicy, sidecar_path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOISE_LATENCY = ROOT / "configs" / "env" / "wrappers" / "noise_latency.yaml"
@@ -222,6 +222,7 @@ def tabletop_skill(spec: str, episodes: int, seed: int) -> dict[str, Any]:
 
     return {
         "goal_mode": policy.env_config.kwargs.get("goal_mode", "reach"),
+        "trained_steps": yaml.safe_load(sidecar_path(policy.path).read_text()).get("trained_steps"),
         "trained_in": policy.env_config.kwargs.get("backend", "mujoco"),
         "cells": cells,
         "start_distance_max_difference_m": round(apart, 5),
@@ -256,6 +257,7 @@ def tabletop(args: argparse.Namespace) -> dict[str, Any]:
                 [
                     name,
                     row["goal_mode"],
+                    str(row["trained_steps"]),
                     str(episodes),
                     fmt_tabletop(c["mujoco"]),
                     fmt_tabletop(c["pybullet"]),
@@ -268,6 +270,7 @@ def tabletop(args: argparse.Namespace) -> dict[str, Any]:
                 [
                     "skill",
                     "goal mode",
+                    "trained steps",
                     "episodes",
                     "MuJoCo",
                     "PyBullet",
