@@ -186,6 +186,26 @@ def test_sim2sim_quick_prints_the_transfer_matrix_last():
     assert isinstance(figures["target_met"], bool)
 
 
+def test_sim2sim_quick_tabletop_runs_the_skill_and_the_expert_on_the_same_episodes_in_both_engines():
+    figures = run_benchmark(
+        "sim2sim", "--quick", "--no-record", "--suites", "tabletop", "--skills", "shipped:panda_reach", timeout=300
+    )
+    assert set(figures) == {"quick", "tabletop"}  # nothing of the rover's
+    row = figures["tabletop"]["skills"]["panda_reach"]
+    cells = row["cells"]
+    assert set(cells) == {"mujoco", "pybullet", "expert/mujoco", "expert/pybullet"}
+    for cell in cells.values():
+        lo, hi = cell["success_ci95"]
+        assert cell["episodes"] == 20 and lo <= cell["success_rate"] <= hi
+    assert row["goal_mode"] == "reach" and row["trained_in"] == "mujoco"
+    assert row["start_distance_max_difference_m"] <= 0.005  # the same goals in both engines
+    assert row["mujoco_to_pybullet_drop"] == pytest.approx(
+        cells["mujoco"]["success_rate"] - cells["pybullet"]["success_rate"]
+    )
+    assert cells["expert/mujoco"]["success_rate"] >= 0.9  # reaching is geometry: the expert solves it
+    assert figures["tabletop"]["target_met"] == (row["mujoco_to_pybullet_drop"] <= 0.10)
+
+
 def test_planners_quick_prints_json_last(tmp_path):
     figures = run_benchmark("planners", "--quick", "--no-record", "--out", str(tmp_path / "sweep"), timeout=600)
     assert figures["episodes"] == 8
