@@ -103,10 +103,12 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
 
 
 def eval_env_config(env: EnvConfig, trained_on: EnvConfig) -> EnvConfig:
-    """The env of goal reaching: ``env``, except for a policy trained on an env of no family (a foreign one)
-    while ``env`` is of one (the default, the rover's): then its own training env, ``env.kwargs`` added."""
-    if trained_on.family() is None and env.family() is not None:
-        return replace(trained_on, kwargs=trained_on.kwargs | env.kwargs)
+    """The env of goal reaching: ``env``, except for a policy trained on another kind of env (a foreign one,
+    or another family's, e.g. the tabletop's) while ``env.id`` is the default (the rover's): then its own
+    training env, with ``env.kwargs`` (e.g. ``env.kwargs.backend=pybullet``) and ``env.wrappers`` added."""
+    other_kind = trained_on.family() is not env.family()
+    if other_kind and env.id == EnvConfig.id and env.family() is not None:
+        return replace(trained_on, kwargs=trained_on.kwargs | env.kwargs, wrappers=env.wrappers or trained_on.wrappers)
     return env
 
 
@@ -211,7 +213,10 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
         fail(str(err))
     wrappers = [w if isinstance(w, str) else w["name"] for w in config.env.wrappers]
     where = f"{config.env.goal_mode} goals, {config.env.backend}" + (f" + {', '.join(wrappers)}" if wrappers else "")
-    where = f"{config.env.map} ({where})" if env_family(doc["env_id"]) is not None else doc["env_id"]
+    if env_family(doc["env_id"]) is not None and env_family(doc["env_id"]) is env_family(EnvConfig.id):
+        where = f"{config.env.map} ({where})"  # the rover's: its map, goals and backend
+    else:  # another env: its id and the arguments it was made with
+        where = doc["env_id"] + (f" ({', '.join(f'{k}={v}' for k, v in doc['env'].items())})" if doc.get("env") else "")
     contacts = doc["episodes_with_collision"]
     print(
         f"[hrl-eval] {doc['policy']} on {where}: "

@@ -40,6 +40,23 @@ def test_demonstrations_fill_the_replay_buffer(tmp_path):
     assert demos["episodes"] == 3 and demos["steps"] == 150 and demos["noise"] == 0.1
     assert demos["success"] >= 2 / 3  # the expert picks and places in most episodes
     assert result.num_timesteps == 120  # demonstration steps are not training steps
+    # hrl-eval's default env is the rover's: a tabletop policy is evaluated on its own env, with env.kwargs
+    # (here the other engine) on top.
+    from hrl.config import EnvConfig, EvalRunConfig
+    from hrl.eval import run_evaluation
+
+    doc = run_evaluation(
+        EvalRunConfig(
+            policy=str(tmp_path / "run"),
+            env=EnvConfig(kwargs={"backend": "pybullet"}),
+            episodes=2,
+            video_episodes=0,
+            progress_bar=False,
+        ),
+        tmp_path / "eval",
+    )
+    assert doc["env_id"] == "hrl/PandaTabletop-v0" and doc["env"]["backend"] == "pybullet"
+    assert doc["env"]["goal_mode"] == "pick_place" and doc["episodes"] == 2
 
 
 def test_demonstrations_need_an_expert_and_a_replay_buffer(tmp_path):
