@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/cache_llama_whee
 	bash scripts/install_system_deps.sh
 	@$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11))" || { echo "need Python >= 3.11 as $(PYTHON) (make setup PYTHON=python3.11)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet --upgrade pip "setuptools>=77"  # >= 77: the build backend pyproject.toml names (tests build a wheel)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet "$(TORCH_SPEC)"
 	$(if $(LLM),bash scripts/cache_llama_wheel.sh $(PY) $(LLAMA_CPP_VERSION) $(WHEEL_CACHE))
 	$(PIP) install --quiet --find-links $(WHEEL_CACHE) -e ".[$(EXTRAS)]" $(if $(LLM),"llama-cpp-python[server]==$(LLAMA_CPP_VERSION)")
