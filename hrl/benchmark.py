@@ -28,7 +28,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from hrl.cli import CONFIG_DIR, run_hydra_app
+from hrl.cli import CONFIG_DIR, run_hydra_app, typed_config
 from hrl.config import BenchmarkConfig, plain_wrapper_specs
 
 EPISODES_DIR = "episodes"
@@ -277,12 +277,8 @@ def _command(config: Any) -> str:
 
 def _task(cfg: Any) -> float:
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
-    try:
-        config: BenchmarkConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    except ValueError as err:
-        fail(str(err))
+    config: BenchmarkConfig = typed_config(cfg, "hrl-benchmark")
     hc = HydraConfig.get()
     sweep_dir = Path(hc.sweep.dir) if hc.mode.name == "MULTIRUN" else Path(hc.runtime.output_dir).parent
     t0 = time.perf_counter()

@@ -1,7 +1,10 @@
 """What the Hydra command-line entry points share: the config tree, running an app on an argument list without
-leaving ``sys.argv`` changed, and the process-wide settings that belong to a CLI and never to library code.
+leaving ``sys.argv`` changed, turning a composed config into its dataclasses with a one-line error (not a
+traceback) for a bad or missing value, and the process-wide settings that belong to a CLI and never to
+library code.
 
     run_hydra_app(_task, "eval", argv)    # hrl-eval's main(argv): sys.argv is the caller's again afterwards
+    config = typed_config(cfg, "hrl-eval")   # in the task: EvalRunConfig, or "hrl-eval: error: ..." and exit 2
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -40,6 +43,36 @@ def run_hydra_app(task: Callable[[Any], Any], config_name: str, argv: list[str] 
 
     with command_line(argv):
         hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name=config_name)(task)()
+
+
+def fail(program: str, message: str) -> NoReturn:
+    """Refuse the command line: ``<program>: error: <message>`` on stderr and exit status 2 (argparse's)."""
+    print(f"{program}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def typed_config(cfg: Any, program: str) -> Any:
+    """``cfg``, a config Hydra composed, as its schema's dataclasses; a value they cannot take is a one-line
+    error of ``program`` (:func:`fail`), not a traceback.
+
+    A mandatory value left unset (``???`` in a config file: ``planner=llm_goals_trained`` needs
+    ``planner.backend.params.lora_path``) names its key and how to give it on the command line; a value a
+    dataclass rejects (``executor.stuck_window=0``) gives the dataclass's message.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue
+
+    try:
+        return OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as err:
+        key = err.full_key
+        fail(
+            program,
+            f"{key} has no value and this config needs one (its config file says what it is): "
+            f"give it on the command line, {program} ... {key}=<value>",
+        )
+    except ValueError as err:  # a dataclass's __post_init__ refused a value
+        fail(program, str(err))
 
 
 def overridden_keys(overrides: list[str]) -> list[str]:

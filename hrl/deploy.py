@@ -168,9 +168,10 @@ def _one(graph: dict[str, dict], duration: float | None, stop: dict) -> int:
 
 def _task(cfg: Any) -> int:
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
-    config: DeployConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    from hrl.cli import typed_config
+
+    config: DeployConfig = typed_config(cfg, "hrl-deploy")
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         code = run(config, out_dir)

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hrl.cli import overridden_keys, run_hydra_app
+from hrl.cli import overridden_keys, run_hydra_app, typed_config
 from hrl.config import EnvConfig, EvalRunConfig, env_family, plain_wrapper_specs
 from hrl.train import open_env_kwargs, register_schemas
 
@@ -182,15 +182,8 @@ def planner_params(planner: Any) -> dict[str, Any]:
 
 def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-    from omegaconf.errors import MissingMandatoryValue
 
-    try:
-        config: EvalRunConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    except ValueError as err:  # a dataclass rejected a value (e.g. executor.stuck_window=0)
-        fail(str(err))
-    except MissingMandatoryValue as err:  # a config's ??? left unset (planner=llm_goals_trained: lora_path)
-        fail(f"{err.full_key} has no value and this config needs one: set {err.full_key}=... (see the config file)")
+    config: EvalRunConfig = typed_config(cfg, "hrl-eval")
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     with_task = config.task is not None or config.planner is not None
     ignored = ignored_overrides(overridden_keys(HydraConfig.get().overrides.task), with_task)

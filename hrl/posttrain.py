@@ -16,7 +16,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from hrl.cli import run_hydra_app, sigterm_as_keyboard_interrupt
+from hrl.cli import run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
 
 #: Exit status of a run stopped by Ctrl-C or SIGTERM (its last checkpoint stays; resume= continues).
 INTERRUPTED = 130
@@ -66,9 +66,8 @@ def _run(config, run_dir: Path) -> int:
 
 def _task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
-    _run(OmegaConf.to_object(cfg), Path(HydraConfig.get().runtime.output_dir))
+    _run(typed_config(cfg, "hrl-posttrain"), Path(HydraConfig.get().runtime.output_dir))
 
 
 def resume(run_dir: Path, overrides: list[str]) -> int:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrl.cli import CONFIG_DIR, overridden_keys, run_hydra_app, sigterm_as_keyboard_interrupt
+from hrl.cli import CONFIG_DIR, overridden_keys, run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
 from hrl.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -46,11 +46,10 @@ def fail(message: str) -> None:
 
 def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
     from hrl.training import RunDirectoryError
 
-    config: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    config: TrainConfig = typed_config(cfg, "hrl-train")
     hydra_config = HydraConfig.get()
     run_dir = Path(hydra_config.runtime.output_dir)
     command = " ".join(["hrl-train", *(str(o) for o in hydra_config.overrides.task)])

@@ -1,5 +1,6 @@
 """No hidden global state: the CLIs' main(argv) leave sys.argv as it was; library train() sets no signal handler
-and no torch thread count (so it runs from any thread); hrl-eval refuses overrides its mode would ignore."""
+and no torch thread count (so it runs from any thread); hrl-eval refuses overrides its mode would ignore; every
+Hydra CLI refuses a config's unset mandatory value (``???``) in one line naming the key."""
 
 import signal
 import sys
@@ -10,6 +11,7 @@ import torch
 
 from hrl.cli import command_line, overridden_keys
 from hrl.training import train
+from tests.hrl.test_benchmark import hrl_benchmark
 from tests.hrl.test_train import tiny_config
 
 
@@ -126,3 +128,45 @@ def test_error_messages_list_every_registered_planner_and_suite():
     with pytest.raises(ValueError, match="needs a task suite") as err:
         EvalRunConfig(planner=PlannerConfig()).validate()
     assert all(path.stem in str(err.value) for path in TASKS_DIR.glob("*.yaml"))
+
+
+def unset_value_error(program: str, key: str) -> str:
+    """The line every Hydra CLI prints for a ``???`` left unset (hrl.cli.typed_config)."""
+    return f"{program}: error: {key} has no value and this config needs one"
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "key"),
+    [
+        ("hrl.eval", ["planner=llm_goals_trained", "task=apartment_multi"], "planner.backend.params.lora_path"),
+        # No shipped train, posttrain or deploy config has a ??? (and one in an experiment file merged over a
+        # default keeps the default: OmegaConf's merge), so the command line sets one.
+        ("hrl.train", ["env.id=???"], "env.id"),
+        ("hrl.posttrain", ["max_steps=???"], "max_steps"),
+        ("hrl.deploy", ["map=???"], "map"),
+    ],
+)
+def test_cli_refuses_an_unset_mandatory_value_in_one_line_naming_the_key(tmp_path, capsys, module, argv, key):
+    import importlib
+
+    program = "hrl-" + module.split(".")[1]
+    with pytest.raises(SystemExit) as exit_:
+        importlib.import_module(module).main([*argv, f"hydra.run.dir={tmp_path / 'run'}"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert unset_value_error(program, key) in err
+    assert f"give it on the command line, {program} ... {key}=<value>" in err
+    assert "Traceback" not in err and "MissingMandatoryValue" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_hrl_benchmark_job_with_an_unset_value_says_so_in_the_launching_process(tmp_path):
+    """On the default joblib launcher the job runs in a worker process: its one-line error reaches the
+    launching process's stderr (workers share it) and the sweep exits with the job's status."""
+    out = hrl_benchmark(
+        tmp_path / "sweep", "planner=llm_goals_trained", "task=apartment_long", "backend=mujoco", "seed=0",
+        "episodes=1", check=False,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert unset_value_error("hrl-benchmark", "planner.backend.params.lora_path") in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "sweep" / "episodes").exists()
