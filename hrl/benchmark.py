@@ -24,19 +24,19 @@ import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.experimental.callback import Callback
 
 from hrl.cli import CONFIG_DIR, run_hydra_app, typed_config
+from hrl.cli import fail as cli_fail
 from hrl.config import BenchmarkConfig, plain_wrapper_specs
 
 EPISODES_DIR = "episodes"
 
 
-def fail(message: str) -> None:
-    print(f"hrl-benchmark: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+def fail(message: str) -> NoReturn:
+    cli_fail("hrl-benchmark", message)
 
 
 def cell_name(planner: str, suite: str, backend: str, seed: int) -> str:

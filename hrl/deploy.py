@@ -169,15 +169,14 @@ def _one(graph: dict[str, dict], duration: float | None, stop: dict) -> int:
 def _task(cfg: Any) -> int:
     from hydra.core.hydra_config import HydraConfig
 
-    from hrl.cli import typed_config
+    from hrl.cli import fail, typed_config
 
     config: DeployConfig = typed_config(cfg, "hrl-deploy")
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         code = run(config, out_dir)
     except ValueError as err:
-        print(f"hrl-deploy: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        fail("hrl-deploy", str(err))
     if code:
         sys.exit(code)
     return code

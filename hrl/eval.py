@@ -19,8 +19,9 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from hrl.cli import fail as cli_fail
 from hrl.cli import overridden_keys, run_hydra_app, typed_config
 from hrl.config import EnvConfig, EvalRunConfig, env_family, plain_wrapper_specs
 from hrl.train import open_env_kwargs, register_schemas
@@ -44,9 +45,8 @@ IGNORED_WITHOUT_A_TASK = {
 READ_WITH_A_TASK = ("env.backend", "env.wrappers", "env/wrappers")
 
 
-def fail(message: str) -> None:
-    print(f"hrl-eval: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+def fail(message: str) -> NoReturn:
+    cli_fail("hrl-eval", message)
 
 
 def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:

@@ -15,16 +15,17 @@ import json
 import sys
 from dataclasses import fields
 from pathlib import Path
+from typing import NoReturn
 
+from hrl.cli import fail as cli_fail
 from hrl.cli import run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
 
 #: Exit status of a run stopped by Ctrl-C or SIGTERM (its last checkpoint stays; resume= continues).
 INTERRUPTED = 130
 
 
-def fail(message: str) -> None:
-    print(f"hrl-posttrain: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+def fail(message: str) -> NoReturn:
+    cli_fail("hrl-posttrain", message)
 
 
 def register_schema() -> None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from hrl.cli import CONFIG_DIR, overridden_keys, run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
+from hrl.cli import fail as cli_fail
 from hrl.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -39,9 +40,8 @@ def register_schemas() -> None:
     cs.store(name="eval_schema", node=EvalRunConfig)
 
 
-def fail(message: str) -> None:
-    print(f"hrl-train: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+def fail(message: str) -> NoReturn:
+    cli_fail("hrl-train", message)
 
 
 def _task(cfg) -> float:  # type: ignore[no-untyped-def]
