@@ -7,7 +7,7 @@ edit, so every error says where it is (``file: field.path``) and what would be a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +187,27 @@ def did_you_mean(name: str, options: Sequence[str]) -> str:
 
     close = difflib.get_close_matches(name, list(options), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def resolve_yaml(
+    name_or_path: str | Path, *, what: str, known: Sequence[str], path_of: Callable[[str], Path], file_label: str
+) -> Path:
+    """The YAML file of a shipped ``what`` (robot, arm, map, scene) named ``name_or_path`` (one of ``known``,
+    found at ``path_of(name)``), or ``name_or_path`` itself when it is a path (a ``.yaml`` or an existing file).
+
+    Raises FileNotFoundError for a missing path and ValueError, with the known names and a did-you-mean, for an
+    unknown name. ``file_label`` names the kind of file in messages ("robot spec", "map").
+    """
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+        if not candidate.is_file():
+            raise FileNotFoundError(f"{file_label} file {str(candidate)!r} does not exist")
+        return candidate
+    name = str(name_or_path)
+    if name not in known:
+        article = "an" if file_label[0] in "aeiou" else "a"
+        raise ValueError(
+            f"unknown {what} {name!r}{did_you_mean(name, known)}; known {what}s: {', '.join(known)} "
+            f"(or pass the path of {article} {file_label} .yaml)"
+        )
+    return path_of(name)

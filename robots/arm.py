@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from robots._fields import Fields, did_you_mean, load_yaml_mapping
+from robots._fields import Fields, load_yaml_mapping, resolve_yaml
 
 ROBOTS_DIR = Path(__file__).resolve().parent
 
@@ -133,15 +133,6 @@ def _is_arm(path: Path) -> bool:
 
 def load_arm(name_or_path: str | Path) -> ArmSpec:
     """Load a shipped arm by name (``"panda"``) or an arm spec YAML by path."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml"):
-        if not candidate.is_file():
-            raise FileNotFoundError(f"arm spec file {str(candidate)!r} does not exist")
-        return ArmSpec.from_yaml(candidate)
-    known = available_arms()
-    if str(name_or_path) not in known:
-        raise ValueError(
-            f"unknown arm {str(name_or_path)!r}{did_you_mean(str(name_or_path), known)}; known arms: "
-            f"{', '.join(known)} (or pass the path of an arm spec .yaml)"
-        )
-    return ArmSpec.from_yaml(ROBOTS_DIR / str(name_or_path) / f"{name_or_path}.yaml")
+    path = resolve_yaml(name_or_path, what="arm", known=available_arms(),
+                        path_of=lambda name: ROBOTS_DIR / name / f"{name}.yaml", file_label="arm spec")  # fmt: skip
+    return ArmSpec.from_yaml(path)

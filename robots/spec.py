@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from robots._fields import ConfigFileError, Fields, did_you_mean, load_yaml_mapping
+from robots._fields import ConfigFileError, Fields, load_yaml_mapping, resolve_yaml
 
 ROBOTS_DIR = Path(__file__).resolve().parent
 
@@ -202,19 +202,9 @@ def available_robots() -> list[str]:
 
 def load_robot(name_or_path: str | Path) -> RobotSpec:
     """Load a shipped robot by name (``"rover"``) or a robot spec YAML by path."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml"):
-        if not candidate.is_file():
-            raise FileNotFoundError(f"robot spec file {str(candidate)!r} does not exist")
-        return RobotSpec.from_yaml(candidate)
-    known = available_robots()
-    if str(name_or_path) not in known:
-        hint = did_you_mean(str(name_or_path), known)
-        raise ValueError(
-            f"unknown robot {str(name_or_path)!r}{hint}; known robots: {', '.join(known)} "
-            "(or pass the path of a robot spec .yaml)"
-        )
-    return RobotSpec.from_yaml(ROBOTS_DIR / str(name_or_path) / f"{name_or_path}.yaml")
+    path = resolve_yaml(name_or_path, what="robot", known=available_robots(),
+                        path_of=lambda name: ROBOTS_DIR / name / f"{name}.yaml", file_label="robot spec")  # fmt: skip
+    return RobotSpec.from_yaml(path)
 
 
 __all__ = [

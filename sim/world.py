@@ -25,7 +25,7 @@ import shapely
 from shapely.geometry import LineString, Point, Polygon, box
 from shapely.ops import unary_union
 
-from robots._fields import ConfigFileError, Fields, as_vector, did_you_mean, load_yaml_mapping
+from robots._fields import ConfigFileError, Fields, as_vector, did_you_mean, load_yaml_mapping, resolve_yaml
 
 MAPS_DIR = Path(__file__).resolve().parent / "maps"
 
@@ -382,18 +382,9 @@ def available_maps() -> list[str]:
 
 def load_world(name_or_path: str | Path) -> World:
     """Load a shipped map by name (``"apartment"``) or any map YAML by path."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
-        if not candidate.is_file():
-            raise FileNotFoundError(f"map file {str(candidate)!r} does not exist")
-        return World.from_file(candidate)
-    known = available_maps()
-    if str(name_or_path) not in known:
-        raise ValueError(
-            f"unknown map {str(name_or_path)!r}{did_you_mean(str(name_or_path), known)}; "
-            f"known maps: {', '.join(known)} (or pass the path of a map .yaml)"
-        )
-    return World.from_file(MAPS_DIR / f"{name_or_path}.yaml")
+    path = resolve_yaml(name_or_path, what="map", known=available_maps(),
+                        path_of=lambda name: MAPS_DIR / f"{name}.yaml", file_label="map")  # fmt: skip
+    return World.from_file(path)
 
 
 def _parse_world(root: Fields, default_name: str) -> World:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from robots._fields import Fields, as_vector, did_you_mean, load_yaml_mapping
+from robots._fields import Fields, as_vector, did_you_mean, load_yaml_mapping, resolve_yaml
 
 SCENES_DIR = Path(__file__).resolve().parent.parent / "scenes"
 
@@ -217,19 +217,8 @@ def scene_names() -> list[str]:
 
 def load_scene(name_or_path: str | Path) -> TabletopScene:
     """Load a shipped scene by name (``"sort"``) or any scene YAML by path."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
-        if not candidate.is_file():
-            raise FileNotFoundError(f"scene file {str(candidate)!r} does not exist")
-        path = candidate
-    else:
-        known = scene_names()
-        if str(name_or_path) not in known:
-            raise ValueError(
-                f"unknown scene {str(name_or_path)!r}{did_you_mean(str(name_or_path), known)}; "
-                f"known scenes: {', '.join(known)} (or pass the path of a scene .yaml)"
-            )
-        path = SCENES_DIR / f"{name_or_path}.yaml"
+    path = resolve_yaml(name_or_path, what="scene", known=scene_names(),
+                        path_of=lambda name: SCENES_DIR / f"{name}.yaml", file_label="scene")  # fmt: skip
     return _parse_scene(Fields(str(path), "", load_yaml_mapping(path)), path.stem)
 
 
