@@ -154,13 +154,29 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             self._fk = (q, self.chain.forward(q, self._base))
         return self._fk
 
-    def _observe(self) -> dict[str, np.ndarray]:
+    @property
+    def goal(self) -> np.ndarray:
+        """The desired goal (a copy): the TCP target in ``reach`` mode, the goal object's target otherwise."""
+        return self._goal.copy()
+
+    def observation_as(self, goal_mode: str, block_gripper: bool) -> dict[str, np.ndarray]:
+        """The observation an env of ``goal_mode`` (with or without a blocked gripper) would give in the current
+        state: how the hierarchy runs a skill trained in another mode (a push skill in a pick-and-place scene)."""
+        if goal_mode not in GOAL_MODES:
+            raise ValueError(f"goal_mode must be one of {', '.join(GOAL_MODES)}, got {goal_mode!r}")
+        return self._observe(goal_mode, block_gripper, images=False)
+
+    def _observe(
+        self, goal_mode: str | None = None, block_gripper: bool | None = None, images: bool = True
+    ) -> dict[str, np.ndarray]:
+        goal_mode = self.goal_mode if goal_mode is None else goal_mode
+        block_gripper = self.block_gripper if block_gripper is None else block_gripper
         p, v = self.tcp()
         parts = [p, v]
         achieved = p
-        if not self.block_gripper:
+        if not block_gripper:
             parts.append([self.physics.finger_width()])
-        if self.goal_mode != "reach":
+        if goal_mode != "reach":
             s = self.physics.object_state(self.object)
             achieved = s.position
             w, x, y, z = s.quaternion
@@ -174,7 +190,7 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "achieved_goal": achieved.astype(np.float32),
             "desired_goal": self._goal.astype(np.float32),
         }
-        for key in self.camera_keys:
+        for key in self.camera_keys if images else ():
             camera, kind = key.rsplit("_", 1)
             image = self.physics.render(camera, self.image_size, self.image_size, depth=kind == "depth")
             obs[key] = image if kind == "rgb" else image[:, :, None].astype(np.float32)

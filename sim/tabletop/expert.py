@@ -31,7 +31,7 @@ def _toward(env: PandaTabletopEnv, target: np.ndarray) -> np.ndarray:
 def expert_action(env: PandaTabletopEnv, rng: np.random.Generator | None = None, noise: float = 0.0) -> np.ndarray:
     """The expert's action for the env's current state and goal, plus Gaussian ``noise`` (action units)."""
     env = env.unwrapped  # type: ignore[assignment]
-    goal = env._goal
+    goal = env.goal
     tcp = env.tcp()[0]
     if env.goal_mode == "reach":
         action = _toward(env, goal)

@@ -163,3 +163,25 @@ def test_the_skill_sees_only_its_object_so_it_transfers_to_bigger_scenes():
     single = make(goal_mode="push")
     sort = make(scene="sort", goal_mode="push")
     assert single.observation_space["observation"].shape == sort.observation_space["observation"].shape
+
+
+@pytest.mark.parametrize("mode", ["reach", "push"])
+def test_observation_as_another_mode_equals_that_modes_env(mode):
+    """The hierarchy runs a push or reach skill inside a pick-and-place scene through ``observation_as``: it
+    must be exactly what an env of that mode shows in the same state."""
+    full, other = make(goal_mode="pick_place"), make(goal_mode=mode)
+    full.reset(seed=3)
+    other.reset(seed=3)
+    layout = {o.name: full.physics.object_state(o.name) for o in full.scene.objects}
+    assert all(np.allclose(layout[n].position, other.physics.object_state(n).position) for n in layout)
+    goal = np.array([0.05, -0.05, 0.02])
+    expected = other.set_goal(goal)
+    full.set_goal(goal)
+    got = full.observation_as(mode, block_gripper=True)
+    # The pick-and-place env's fingers start open, the other's closed: the observation must not show them.
+    assert got["observation"].shape == other.observation_space["observation"].shape
+    np.testing.assert_allclose(got["observation"], expected["observation"], atol=1e-5)
+    np.testing.assert_allclose(got["achieved_goal"], expected["achieved_goal"], atol=1e-6)
+    np.testing.assert_allclose(got["desired_goal"], goal, atol=1e-6)
+    with pytest.raises(ValueError, match="goal_mode must be one of"):
+        full.observation_as("stack", block_gripper=True)
