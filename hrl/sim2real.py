@@ -2,8 +2,8 @@
 
 Reads a rosbag2 recording (``rosbags``, no ROS install needed) with ``/odom`` and ``/cmd_vel`` (needed) and
 ``/scan``, ``/plan``, ``/subgoal`` (used when present); starts each simulator at the first ``/odom`` pose
-and replays the recorded commands at the control rate (each command held until the next, zero after
-``cmd_timeout_s`` without one, as the robot base does). Reports, per simulator:
+and replays the recorded commands from their receive times (each command held until the next, zero after
+``cmd_timeout_s`` without one, as the robot base does; ``hrl.base_drive``). Reports, per simulator:
 
 * trajectory error: ATE (RMSE of the position difference over time; both start at the same pose, so no
   alignment) and RPE (RMSE of the difference in relative motion over ``rpe_window_s``: translation, yaw);
@@ -203,40 +203,35 @@ def replay(
     control_hz: float = 10.0,
     cmd_timeout_s: float = 0.5,
 ) -> Replay:
-    """The recorded commands replayed in ``backend`` from the first /odom pose."""
-    import gymnasium as gym
+    """The recorded commands replayed in ``backend`` from the first /odom pose.
 
-    import sim  # noqa: F401
+    Each command takes effect at its recorded receive time, at the simulator's physics-step resolution,
+    as the simulated robot applies it (``hrl.base_drive``); the simulated pose is sampled at the end of
+    every control period, on the base's period grid (:func:`period_start`).
+    """
+    from hrl.base_drive import PHYSICS_DT, CommandTimeline, drive, make_base_env, physics_steps_per_period
     from sim.world import Pose2D
 
-    env = gym.make("hrl/RoverNav-v0", map=world, robot=robot, backend=backend, goal_mode="anywhere",
-                   control_hz=control_hz, max_steps=10**9)  # fmt: skip
+    steps = physics_steps_per_period(control_hz)
+    env = make_base_env(world, robot, backend)
     u = env.unwrapped
     x0, y0, yaw0 = rec.odom[0, :3]
     if not world.is_free((x0, y0), clearance=0.0):
         raise BagError(f"the recording starts at ({x0:.2f}, {y0:.2f}), inside a wall of map {world.name!r}: wrong map?")
     env.reset(seed=0)
     u.observation_at(Pose2D(float(x0), float(y0), float(yaw0)))
-    dt = 1.0 / control_hz
+    commands = CommandTimeline(cmd_timeout_s)
+    for t, (v, w) in zip(rec.cmd_t, rec.cmd, strict=True):
+        commands.add(float(t), float(v), float(w))
+    dt = steps * PHYSICS_DT
     start, stop = period_start(rec.odom_t, dt), float(rec.odom_t[-1])
     times = np.arange(start, stop + 1e-9, dt)
-    lim = u.robot.limits
     poses, collisions = [], 0
     for k, t in enumerate(times):
         pose = u.pose
         poses.append((pose.x, pose.y, pose.yaw))
-        if k == len(times) - 1:
-            break
-        # The step that ends at t + dt runs on the command the base holds then (the latest one received).
-        t_next = t + dt
-        i = int(np.searchsorted(rec.cmd_t, t_next, side="right")) - 1
-        v = w = 0.0
-        if i >= 0 and t_next - rec.cmd_t[i] <= cmd_timeout_s:
-            v, w = rec.cmd[i]
-        if not (math.isfinite(v) and math.isfinite(w)):
-            v = w = 0.0
-        _, _, _, _, info = env.step(np.clip([v / lim.max_linear_velocity, w / lim.max_angular_velocity], -1, 1))
-        collisions += int(info["collision"])
+        if k < len(times) - 1:
+            collisions += int(drive(env, commands, float(t), steps))  # periods with a wall contact
     result = Replay(backend, times - start, np.array(poses), interpolate_odom(rec, times), collisions)
     if rec.scans:
         result.lidar_mae, result.lidar_scans = lidar_discrepancy(rec, env)
@@ -249,16 +244,16 @@ def period_start(odom_t: np.ndarray, dt: float) -> float:
 
     A base publishes /odom at the end of each period and the recorder stamps it some delay later, never
     earlier. Taking the first message's stamp as the boundary shifts every period by that message's
-    delay (under load, several ms: longer than the policy takes to answer an /odom, so commands would be
-    replayed one period early). The least delayed messages mark the boundaries best: the phase is the
-    smallest offset from the first stamp's period grid among the messages that came about on time (within
-    a quarter period of the median offset; a tick late by half a period or more is not evidence of phase).
+    delay. The messages that came about on time mark the boundaries best: their offsets from the first
+    stamp's period grid cluster just after the boundary (within a quarter period of the median offset).
+    A tick late by more than half a period wraps round to look early, so the boundary is the cluster's
+    10th percentile, not its minimum: a few such ticks do not move it.
     """
     offsets = np.mod(odom_t - odom_t[0], dt)
     offsets = np.where(offsets >= dt / 2, offsets - dt, offsets)  # to [-dt/2, dt/2): early or late vs the grid
     typical = float(np.median(offsets))
     on_time = offsets[np.abs(offsets - typical) <= dt / 4]
-    return float(odom_t[0] + min(0.0, float(on_time.min())))
+    return float(odom_t[0] + min(0.0, float(np.quantile(on_time, 0.1))))
 
 
 def interpolate_odom(rec: Recording, times: np.ndarray) -> np.ndarray:

@@ -1,12 +1,13 @@
 """``sim_robot_node``: the simulated rover as a ROS 2 robot that speaks the standard topics.
 
 Subscribes ``/cmd_vel`` (geometry_msgs/Twist); publishes ``/odom`` (nav_msgs/Odometry) and ``/scan``
-(sensor_msgs/LaserScan) at ``control_hz``, keeping wall-clock time like hardware: each timer tick steps the
-simulator (MuJoCo) as many control periods as are due since the node started, so a late tick (a loaded
-machine) does not slow simulated time down; more than ``max_catch_up_steps`` at once are dropped with a
-warning (the simulation then falls behind, as a stalled robot driver would). Like a real base it stops
-when ``/cmd_vel`` goes quiet for ``cmd_timeout_s``, and like a real lidar it reports "no return" as
-``+inf`` (REP 117). The odom frame is the map's frame (the robot starts at its start pose).
+(sensor_msgs/LaserScan) at ``control_hz``, keeping wall-clock time like hardware: each timer tick simulates
+every control period that has ended since the node started, so a late tick (a loaded machine) does not slow
+simulated time down; more than ``max_catch_up_steps`` at once are dropped with a warning (the simulation
+then falls behind, as a stalled robot driver would). Like a real base it applies each command from the time
+DDS received it (at the simulator's 10 ms physics-step resolution, ``hrl.base_drive``: the same rule the
+sim-to-real replay uses), stops when ``/cmd_vel`` goes quiet for ``cmd_timeout_s``, and like a real lidar it
+reports "no return" as ``+inf`` (REP 117). The odom frame is the map's frame (the robot starts at its start pose).
 
 ``mass_scale``, ``friction``, ``motor_gain`` and ``latency_steps`` make it a different robot than the one the
 policies were trained on (the physics backend's ``set_dynamics`` and a command delay): a stand-in for
@@ -18,7 +19,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import LaserScan
 
+from hrl.base_drive import SimulatedBase, make_base_env
 from hrl.ros import qos
 from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic, whole_number
 
@@ -53,7 +54,7 @@ PARAMS = [
     Param("mass_scale", 1.0, "chassis mass and inertia x this (a different robot)", positive),
     Param("friction", 0.8, "tyre grip and wall friction coefficient (nominal 0.8)", positive),
     Param("motor_gain", 1.0, "velocity achieved per velocity commanded (wheel radius error)", positive),
-    Param("latency_steps", 0, "commands take effect this many control periods late", whole_number),
+    Param("latency_steps", 0, "commands take effect this many control periods after they arrive", whole_number),
     Param("odom_frame", "odom", "frame of /odom", non_empty),
     Param("base_frame", "base_link", "child frame of /odom", non_empty),
     Param("laser_frame", "laser", "frame of /scan", non_empty),
@@ -73,9 +74,6 @@ class SimRobotNode(Node):
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__("sim_robot_node", parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
-        import gymnasium as gym
-
-        import sim  # noqa: F401  (registers the env)
         from robots.spec import load_robot
         from sim.physics import Dynamics
 
@@ -84,34 +82,26 @@ class SimRobotNode(Node):
             spec = load_robot(p["robot"])
         except (FileNotFoundError, ValueError) as err:
             raise ParameterError(f"parameter 'robot' = {p['robot']!r}: {err}") from None
-        latency = p["latency_steps"]
         try:
-            self.env = gym.make(
-                "hrl/RoverNav-v0", map=p["map"], robot=p["robot"], backend=p["backend"], goal_mode="anywhere",
-                control_hz=p["control_hz"], max_steps=10**9,
-                wrappers=[{"name": "action_latency", "steps": latency}] if latency else None,
-            )  # fmt: skip
+            self.env = make_base_env(p["map"], p["robot"], p["backend"])
             self.env.unwrapped.physics.set_dynamics(
                 Dynamics(mass_scale=p["mass_scale"], friction=p["friction"], motor_gain=p["motor_gain"])
             )
             self.env.reset(seed=0, options={"start": self.env.unwrapped.world.parse_start(p["start"])})
+            self.base = SimulatedBase(
+                self.env, control_hz=p["control_hz"], t0=time.monotonic(), cmd_timeout_s=p["cmd_timeout_s"],
+                latency_s=p["latency_steps"] / p["control_hz"], max_catch_up_steps=p["max_catch_up_steps"],
+            )  # fmt: skip
         except (ValueError, KeyError) as err:
             raise ParameterError(f"cannot build the simulated robot: {err}") from None
         self.physics = self.env.unwrapped.physics
-        self.max_linear, self.max_angular = spec.limits.max_linear_velocity, spec.limits.max_angular_velocity
         self.angles = spec.lidar.angles()
         self.range_min, self.range_max = spec.lidar.min_range, spec.lidar.max_range
-        # commands as they arrived, (monotonic time, v, w), oldest first; each step takes the one it is due
-        self.cmds: deque[tuple[float, float, float]] = deque(maxlen=256)
-        self.held = (-math.inf, 0.0, 0.0)  # the latest command already in force
-        qos.subscribe(self, Twist, p["cmd_vel_topic"], self.on_cmd, p["cmd_vel_qos"], "cmd_vel_qos")
+        self.cmd_sub = qos.subscribe(self, Twist, p["cmd_vel_topic"], self.on_cmd, p["cmd_vel_qos"], "cmd_vel_qos")
         self.odom_pub = qos.advertise(self, Odometry, p["odom_topic"], p["odom_qos"], "odom_qos")
         self.scan_pub = qos.advertise(self, LaserScan, p["scan_topic"], p["scan_qos"], "scan_qos")
-        self.period = 1.0 / p["control_hz"]
-        self.steps = 0  # control periods simulated (stepped or dropped) since t0
-        self.dropped = 0  # periods dropped because more than max_catch_up_steps were due at once
-        self.timer = self.create_timer(self.period, self.on_tick)
-        self.t0 = time.monotonic()
+        self.timer = self.create_timer(self.base.period, self.on_tick)
+        self.base.t0 = time.monotonic()  # simulated time starts with the timer
         self.publish_state()
         self.get_logger().info(f"simulated {p['robot']} in {p['map']!r} at {p['control_hz']} Hz")
 
@@ -121,43 +111,37 @@ class SimRobotNode(Node):
         # callback (late on a loaded machine); rmw implementations without it report 0
         received_ns = info["received_timestamp"]
         t = now - max(0.0, time.time() - received_ns * 1e-9) if received_ns else now
-        self.cmds.append((t, float(msg.linear.x), float(msg.angular.z)))
+        self.base.command(t, float(msg.linear.x), float(msg.angular.z))
 
-    def command_at(self, t: float) -> tuple[float, float]:
-        """The command the base holds at monotonic time ``t`` (not before an earlier call's): the latest
-        received by then; zero once it is older than ``cmd_timeout_s`` or not finite."""
-        while self.cmds and self.cmds[0][0] <= t:
-            self.held = self.cmds.popleft()
-        t_cmd, v, w = self.held
-        if t - t_cmd > self.p["cmd_timeout_s"] or not (math.isfinite(v) and math.isfinite(w)):
-            return 0.0, 0.0
-        return v, w
+    def take_pending_commands(self) -> None:
+        """Hand the base every /cmd_vel DDS holds for this node but the executor has not called back yet.
 
-    def periods_due(self, now: float) -> int:
-        """Control periods due at ``now`` and not simulated yet (rounded: a tick a little early or late
-        still counts as its own period)."""
-        return round((now - self.t0) / self.period) - self.steps
+        The executor runs a ready timer before a ready subscription, so on a loaded machine a command
+        received inside the period about to be simulated can still be waiting: simulated without it, the
+        robot would apply it up to a period late while the recording says it arrived in time. rclpy has no public
+        'take', so this does what the executor does with a ready subscription.
+        """
+        sub = self.cmd_sub
+        while True:
+            with sub.handle:
+                taken = sub.handle.take_message(sub.msg_type, sub.raw)
+            if taken is None:
+                return
+            self.on_cmd(*taken)
 
     def on_tick(self) -> None:
         now = time.monotonic()
-        due = self.periods_due(now)
-        if due <= 0:
+        if self.base.periods_due(now) <= 0:
             return
-        cap = self.p["max_catch_up_steps"]
-        if due > cap:
-            self.dropped += due - cap
+        self.take_pending_commands()
+        due, dropped = self.base.advance(now)
+        if dropped:
             self.get_logger().warning(
                 f"{due} control periods due at once (the machine is too slow for {self.p['control_hz']} Hz): "
-                f"stepped {cap} (max_catch_up_steps), dropped {due - cap}; simulated time is now "
-                f"{self.dropped * self.period:.2f} s behind wall-clock time",
+                f"stepped {due - dropped} (max_catch_up_steps), dropped {dropped}; simulated time is now "
+                f"{self.base.dropped * self.base.period:.2f} s behind wall-clock time",
                 throttle_duration_sec=5.0,
             )
-        # each period stepped ends at t0 + k * period and runs on the command held then (like the replay
-        # in hrl-sim2real); dropped periods are the oldest ones
-        for k in range(self.steps + due - min(due, cap) + 1, self.steps + due + 1):
-            v, w = self.command_at(self.t0 + k * self.period)
-            self.env.step(np.clip([v / self.max_linear, w / self.max_angular], -1.0, 1.0))
-        self.steps += due
         self.publish_state()
 
     def publish_state(self) -> None:
@@ -181,8 +165,7 @@ class SimRobotNode(Node):
         self.scan_pub.publish(scan)
 
     def stop(self) -> None:
-        self.cmds.clear()
-        self.held = (-math.inf, 0.0, 0.0)
+        self.base.commands.clear()
 
 
 def main(argv: list[str] | None = None) -> int:

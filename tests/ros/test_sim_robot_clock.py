@@ -39,10 +39,10 @@ def drive_under_load(busy_s: float, every_s: float, seconds: float, **params):
         deadline = time.monotonic() + 10
         msg = Twist()
         msg.linear.x = SPEED
-        while not robot.cmds and time.monotonic() < deadline:  # DDS delivers the command
+        while robot.base.commands.last is None and time.monotonic() < deadline:  # DDS delivers the command
             cmd.publish(msg)
             executor.spin_once(timeout_sec=0.05)
-        assert robot.cmds and robot.cmds[-1][1:] == (SPEED, 0.0)
+        assert robot.base.commands.last is not None and robot.base.commands.last[1:] == (SPEED, 0.0)
         other.create_timer(every_s, lambda: time.sleep(busy_s))
         end = time.monotonic() + seconds
         while time.monotonic() < end:
@@ -67,12 +67,12 @@ def speed_after(odom, settle_s=1.0):
 def test_late_ticks_are_caught_up_and_the_robot_moves_at_the_commanded_speed(ros_domain):
     # blocked 0.2 s of every 0.3 s: 4 of every 6 periods come late; rcl would skip them
     robot, odom = drive_under_load(busy_s=0.2, every_s=0.3, seconds=4.0)
-    assert robot.dropped == 0
+    assert robot.base.dropped == 0
     assert speed_after(odom) == pytest.approx(SPEED, rel=0.1)
 
 
 def test_beyond_max_catch_up_steps_periods_are_dropped_and_counted(ros_domain):
     # blocked 0.5 s at a time = 10 periods at 20 Hz, of which at most 2 are caught up
     robot, odom = drive_under_load(busy_s=0.5, every_s=0.6, seconds=4.0, max_catch_up_steps=2)
-    assert robot.dropped >= 3 * 7  # ~6 stalls of ~10 periods in 4 s, each dropping all but 2: at least 3 x 7
+    assert robot.base.dropped >= 3 * 7  # ~6 stalls of ~10 periods in 4 s, each dropping all but 2: at least 3 x 7
     assert speed_after(odom) < 0.7 * SPEED  # simulated time fell behind wall-clock time, as announced
