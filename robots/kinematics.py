@@ -1,4 +1,4 @@
-"""Forward kinematics, Jacobian and inverse kinematics of a serial chain read from a URDF, in NumPy.
+"""Forward kinematics, Jacobian and inverse kinematics of a serial chain read from a URDF, in plain Python and NumPy.
 
 One IK for every simulator: the tabletop env turns a TCP displacement into joint targets here, and the
 MuJoCo and PyBullet backends only track those targets, so the two engines share the controller's semantics
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,25 +29,110 @@ def _rpy(r: float, p: float, y: float) -> np.ndarray:
     )
 
 
-def _axis_angle(axis: np.ndarray, angle: float) -> np.ndarray:
-    x, y, z = axis
-    c, s = math.cos(angle), math.sin(angle)
-    C = 1.0 - c
-    return np.array(
-        [
-            [c + x * x * C, x * y * C - z * s, x * z * C + y * s],
-            [y * x * C + z * s, c + y * y * C, y * z * C - x * s],
-            [z * x * C - y * s, z * y * C + x * s, c + z * z * C],
+def _z_to(axis: np.ndarray) -> np.ndarray:
+    """A rotation whose z column is the unit vector ``axis`` (the identity for z itself)."""
+    if np.array_equal(axis, (0.0, 0.0, 1.0)):
+        return np.eye(3)
+    helper = np.array([1.0, 0.0, 0.0]) if abs(axis[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    x = np.cross(helper, axis)
+    x /= np.linalg.norm(x)
+    return np.stack([x, np.cross(axis, x), axis], axis=1)
+
+
+class _Emitter:
+    """Straight-line Python for a fixed chain of transforms. A value is a constant (float) or the name of a
+    variable of the emitted code; products with the constants 0 and ±1 fold away, so a URDF's quarter turns
+    (rpy = ±π/2) cost no arithmetic at run time. Only names made here and ``repr`` of floats enter the code."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._count = 0
+
+    def let(self, expr: str) -> str:
+        self._count += 1
+        name = f"v{self._count}"
+        self.lines.append(f"{name} = {expr}")
+        return name
+
+    def sum_of_products(self, terms: list[tuple[float | str, ...]]) -> float | str:
+        """``sum(prod(factors) for factors in terms)``: a constant when no term has a variable, else a variable."""
+        const, parts = 0.0, []
+        for factors in terms:
+            coef = math.prod(f for f in factors if not isinstance(f, str))
+            names = " * ".join(f for f in factors if isinstance(f, str))
+            if coef == 0.0:
+                continue
+            if not names:
+                const += coef
+            else:
+                parts.append(names if coef == 1.0 else f"-{names}" if coef == -1.0 else f"{coef!r} * {names}")
+        if not parts:
+            return const
+        if len(parts) == 1 and const == 0.0 and parts[0].isidentifier():
+            return parts[0]  # a variable already: no copy
+        expr = " + ".join(parts) + (f" + {const!r}" if const else "")
+        return self.let(expr.replace("+ -", "- "))
+
+
+def _compile_forward(steps: list[tuple[str, np.ndarray, np.ndarray]], tip: tuple[np.ndarray, np.ndarray], name: str):
+    """A function ``f(q0, ..., qn-1) -> (p, R, J)`` as tuples, straight-line code for this chain.
+
+    ``steps`` are the movable joints in order, each ``(kind, R, t)``: the fixed rotation and offset from the
+    previous joint's frame (after its motion) to this joint's frame, in which it turns about or slides along
+    z; ``tip`` is the fixed ``(R, t)`` from the last joint's frame to the tip.
+    """
+    e = _Emitter()
+    R: list[list[float | str]] = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    p: list[float | str] = [0.0, 0.0, 0.0]
+
+    def move(rotation, p, fixed_rotation, offset):  # by a fixed transform: p += R t, R = R F
+        p = [e.sum_of_products([(p[r],), *((rotation[r][k], float(offset[k])) for k in range(3))]) for r in range(3)]
+        rotation = [
+            [e.sum_of_products([(rotation[r][k], float(fixed_rotation[k, c])) for k in range(3)]) for c in range(3)]
+            for r in range(3)
         ]
-    )
+        return rotation, p
 
+    origins, axes = [], []
+    for i, (kind, Rf, tf) in enumerate(steps):
+        R, p = move(R, p, Rf, tf)
+        origins.append(p)
+        axes.append([R[r][2] for r in range(3)])
+        if kind == "prismatic":
+            p = [e.sum_of_products([(p[r],), (f"q{i}", R[r][2])]) for r in range(3)]
+        else:  # about z: the first two columns turn, the third is the axis
+            e.lines.append(f"c{i}, s{i} = cos(q{i}), sin(q{i})")
+            R = [
+                [
+                    e.sum_of_products([(f"c{i}", R[r][0]), (f"s{i}", R[r][1])]),
+                    e.sum_of_products([(f"c{i}", R[r][1]), (-1.0, f"s{i}", R[r][0])]),
+                    R[r][2],
+                ]
+                for r in range(3)
+            ]
+    R, p = move(R, p, *tip)
+    columns = []
+    for (kind, _, _), o, (zx, zy, zz) in zip(steps, origins, axes, strict=True):
+        if kind == "prismatic":
+            columns.append((zx, zy, zz, 0.0, 0.0, 0.0))
+            continue
+        dx, dy, dz = (e.sum_of_products([(p[r],), (-1.0, o[r])]) for r in range(3))
+        linear = (
+            e.sum_of_products([(zy, dz), (-1.0, zz, dy)]),
+            e.sum_of_products([(zz, dx), (-1.0, zx, dz)]),
+            e.sum_of_products([(zx, dy), (-1.0, zy, dx)]),
+        )
+        columns.append((*linear, zx, zy, zz))
 
-@dataclass(frozen=True)
-class _Joint:
-    name: str
-    kind: str  # revolute | prismatic | fixed
-    origin: np.ndarray  # 4x4 parent -> joint frame at q = 0
-    axis: np.ndarray
+    def tup(values) -> str:
+        return "(" + "".join(f"{v!r}, " if isinstance(v, float) else f"{v}, " for v in values) + ")"
+
+    rows = [tup(column[k] for column in columns) for k in range(6)]
+    args = ", ".join(f"q{i}" for i in range(len(steps)))
+    body = "\n    ".join([*e.lines, f"return {tup(p)}, ({', '.join(tup(row) for row in R)}), ({', '.join(rows)})"])
+    namespace = {"cos": math.cos, "sin": math.sin}
+    exec(compile(f"def forward({args}):\n    {body}\n", f"<forward kinematics of {name}>", "exec"), namespace)
+    return namespace["forward"]
 
 
 class KinematicChain:
@@ -56,7 +141,7 @@ class KinematicChain:
     def __init__(self, urdf: str | Path, base_link: str, tip_link: str) -> None:
         root = ET.parse(urdf).getroot()
         by_child = {j.find("child").get("link"): j for j in root.iter("joint")}
-        chain: list[_Joint] = []
+        chain: list[tuple[str, str, np.ndarray, np.ndarray]] = []  # name, kind, origin (4 x 4), unit axis
         link = tip_link
         while link != base_link:
             if link not in by_child:
@@ -70,110 +155,37 @@ class KinematicChain:
             a = j.find("axis")
             axis = np.array([float(v) for v in (a.get("xyz") if a is not None else "1 0 0").split()])
             norm = float(np.linalg.norm(axis))
-            chain.append(_Joint(j.get("name"), j.get("type"), T, axis / norm if norm > 0 else axis))
+            chain.append((j.get("name"), j.get("type"), T, axis / norm if norm > 0 else axis))
             link = j.find("parent").get("link")
-        self._joints = chain[::-1]
-        self.joint_names = [j.name for j in self._joints if j.kind != "fixed"]
-        # Fold the fixed joints into the movable joints' origins: per movable joint the rotation and offset
-        # from the previous joint's frame (after its motion), its axis, and the rotation's constant parts
-        # (R(q) = cos q I + sin q K + (1 - cos q) a a^T); then the tip's fixed transform.
-        self._steps: list[tuple[np.ndarray, np.ndarray, str, np.ndarray, np.ndarray, np.ndarray]] = []
-        T = np.eye(4)
-        for j in self._joints:
-            T = T @ j.origin
-            if j.kind == "fixed":
+        chain.reverse()
+        self.joint_names = [name for name, kind, _, _ in chain if kind != "fixed"]
+        # Fold the fixed joints into the movable joints' origins, and turn each movable joint's frame so that it
+        # moves about (or along) z: the generated code then needs no general axis-angle rotation.
+        steps: list[tuple[str, np.ndarray, np.ndarray]] = []
+        T, turn = np.eye(4), np.eye(3)  # turn: the previous joint's frame -> its z-aligned frame
+        for _, kind, origin, axis in chain:
+            T = T @ origin
+            if kind == "fixed":
                 continue
-            x, y, z = j.axis
-            K = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
-            self._steps.append((T[:3, :3].copy(), T[:3, 3].copy(), j.kind, j.axis, K, np.outer(j.axis, j.axis)))
-            T = np.eye(4)
-        self._tip_R, self._tip_t = T[:3, :3].copy(), T[:3, 3].copy()
-        self._fast = [
-            (tuple(Rf.ravel()), tuple(tf), kind, tuple(axis), "z" if np.allclose(axis, (0, 0, 1)) else "")
-            for Rf, tf, kind, axis, _, _ in self._steps
-        ]
+            align = _z_to(axis)
+            steps.append((kind, turn.T @ T[:3, :3] @ align, turn.T @ T[:3, 3]))
+            T, turn = np.eye(4), align
+        self._forward = _compile_forward(steps, (turn.T @ T[:3, :3], turn.T @ T[:3, 3]), f"{base_link}->{tip_link}")
 
-    def forward(self, q: np.ndarray, base: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def forward(self, q: Sequence[float], base: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """TCP position (3,), rotation (3, 3) and the geometric Jacobian (6, n) for joint positions ``q``.
 
         Positions are in the base link's frame shifted by ``base`` (the base's position in the world; the
         base is not rotated). The Jacobian's rows are linear then angular velocity.
 
-        Written on Python floats: a chain of 3 x 3 products costs ~1 µs each in NumPy's call overhead and
-        ~0.3 µs as scalar arithmetic, and the env runs this twice per control step.
+        Straight-line Python on floats, generated for this chain when it is built (NumPy's per-call overhead
+        makes 3 x 3 products cost more than their arithmetic): the env runs this twice per control step.
         """
-        R = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)  # row-major
-        px, py, pz = (0.0, 0.0, 0.0) if base is None else (float(base[0]), float(base[1]), float(base[2]))
-        origins, axes = [], []
-        for i, (Rf, tf, kind, axis, rot) in enumerate(self._fast):
-            r0, r1, r2, r3, r4, r5, r6, r7, r8 = R
-            px += r0 * tf[0] + r1 * tf[1] + r2 * tf[2]
-            py += r3 * tf[0] + r4 * tf[1] + r5 * tf[2]
-            pz += r6 * tf[0] + r7 * tf[1] + r8 * tf[2]
-            R = _mul(R, Rf)
-            r0, r1, r2, r3, r4, r5, r6, r7, r8 = R
-            ax = (
-                r0 * axis[0] + r1 * axis[1] + r2 * axis[2],
-                r3 * axis[0] + r4 * axis[1] + r5 * axis[2],
-                r6 * axis[0] + r7 * axis[1] + r8 * axis[2],
-            )
-            origins.append((px, py, pz))
-            axes.append(ax)
-            qi = float(q[i])
-            if kind == "prismatic":
-                px, py, pz = px + ax[0] * qi, py + ax[1] * qi, pz + ax[2] * qi
-            elif rot == "z":  # the common case (every Panda joint): combine the first two columns
-                c, s = math.cos(qi), math.sin(qi)
-                R = (
-                    c * r0 + s * r1,
-                    c * r1 - s * r0,
-                    r2,
-                    c * r3 + s * r4,
-                    c * r4 - s * r3,
-                    r5,
-                    c * r6 + s * r7,
-                    c * r7 - s * r6,
-                    r8,
-                )
-            else:
-                c, s = math.cos(qi), math.sin(qi)
-                _, _, _, _, K, aa = self._steps[i]
-                R = _mul(R, tuple((c * _I3 + s * K + (1.0 - c) * aa).ravel()))
-        r0, r1, r2, r3, r4, r5, r6, r7, r8 = R
-        t = self._tip_t
-        x, y, z = (
-            px + r0 * t[0] + r1 * t[1] + r2 * t[2],
-            py + r3 * t[0] + r4 * t[1] + r5 * t[2],
-            pz + r6 * t[0] + r7 * t[1] + r8 * t[2],
-        )
-        columns = []
-        for (ox, oy, oz), (ax, ay, az), step in zip(origins, axes, self._fast, strict=True):
-            if step[2] == "prismatic":
-                columns.append((ax, ay, az, 0.0, 0.0, 0.0))
-            else:  # a x (p - o)
-                dx, dy, dz = x - ox, y - oy, z - oz
-                columns.append((ay * dz - az * dy, az * dx - ax * dz, ax * dy - ay * dx, ax, ay, az))
-        return np.array((x, y, z)), np.array(R).reshape(3, 3) @ self._tip_R, np.array(columns).T
-
-
-def _mul(a: tuple, b: tuple) -> tuple:
-    """Product of two row-major 3 x 3 matrices held as 9-tuples."""
-    a0, a1, a2, a3, a4, a5, a6, a7, a8 = a
-    b0, b1, b2, b3, b4, b5, b6, b7, b8 = b
-    return (
-        a0 * b0 + a1 * b3 + a2 * b6,
-        a0 * b1 + a1 * b4 + a2 * b7,
-        a0 * b2 + a1 * b5 + a2 * b8,
-        a3 * b0 + a4 * b3 + a5 * b6,
-        a3 * b1 + a4 * b4 + a5 * b7,
-        a3 * b2 + a4 * b5 + a5 * b8,
-        a6 * b0 + a7 * b3 + a8 * b6,
-        a6 * b1 + a7 * b4 + a8 * b7,
-        a6 * b2 + a7 * b5 + a8 * b8,
-    )
-
-
-_I3 = np.eye(3)
+        values = q.tolist() if isinstance(q, np.ndarray) and q.dtype == float else [float(v) for v in q]
+        if len(values) != len(self.joint_names):
+            raise ValueError(f"q must hold {len(self.joint_names)} joint positions ({self.joint_names}), got {q!r}")
+        p, R, J = self._forward(*values)
+        return np.array(p) if base is None else np.array(p) + base, np.array(R), np.array(J)
 
 
 def solve_ik(
@@ -198,20 +210,20 @@ def solve_ik(
     error is below ``tolerance`` metres. An unreachable target gives the nearest reachable pose. ``first``
     is ``chain.forward(q, base)`` when the caller has it already (``q`` within the limits).
     """
-    q = np.clip(np.asarray(q, dtype=float).copy(), lower, upper)
+    q = np.minimum(np.maximum(np.asarray(q, dtype=float), lower), upper)  # cheaper than np.clip's dispatch
     w = np.array([1.0, 1.0, 1.0, orientation_weight, orientation_weight, orientation_weight])
+    row_weights, regularizer = w[:, None], damping**2 * _I6
     for i in range(iterations):
         p, R, J = first if i == 0 and first is not None else chain.forward(q, base)
         dp = target - p
         # Orientation error as a rotation vector (small-angle: half the skew part of R_err).
         Re = rotation @ R.T
         dr = 0.5 * np.array([Re[2, 1] - Re[1, 2], Re[0, 2] - Re[2, 0], Re[1, 0] - Re[0, 1]])
-        err = np.concatenate([dp, dr]) * w
         if math.sqrt(dp @ dp) < tolerance and math.sqrt(dr @ dr) < 10 * tolerance:
             break
-        Jw = J * w[:, None]
-        dq = Jw.T @ np.linalg.solve(Jw @ Jw.T + damping**2 * _I6, err)
-        q = np.minimum(np.maximum(q + dq, lower), upper)  # np.clip's dispatch costs more than the two ufuncs
+        Jw = J * row_weights
+        dq = Jw.T @ np.linalg.solve(Jw @ Jw.T + regularizer, np.concatenate([dp, dr]) * w)
+        q = np.minimum(np.maximum(q + dq, lower), upper)
     return q
 
 

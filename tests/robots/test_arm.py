@@ -126,6 +126,95 @@ def test_shared_kinematics_match_pybullet_and_finite_differences(bullet):
             assert (chain.forward(q + dq, BASE)[0] - p) / eps == pytest.approx(J[:3, k], abs=1e-4)
 
 
+def _rotation(axis, angle: float) -> np.ndarray:
+    """Rodrigues' formula, for the reference below."""
+    a = np.asarray(axis, dtype=float) / np.linalg.norm(axis)
+    K = np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+    return np.eye(3) + np.sin(angle) * K + (1.0 - np.cos(angle)) * K @ K
+
+
+def _reference_forward(urdf, base_link: str, tip_link: str, q: np.ndarray):
+    """Textbook kinematics, independent of robots.kinematics: 4 x 4 products along the URDF's joints (rpy as
+    Rz Ry Rx), each joint's motion about or along its own axis, and the Jacobian from each joint's world axis
+    and origin."""
+    root = ET.parse(urdf).getroot()
+    by_child = {j.find("child").get("link"): j for j in root.iter("joint")}
+    path, link = [], tip_link
+    while link != base_link:
+        path.append(by_child[link])
+        link = by_child[link].find("parent").get("link")
+    T, joints, values = np.eye(4), [], iter(q)
+    for j in reversed(path):
+        origin = j.find("origin")
+        r, p, y = (float(v) for v in origin.get("rpy", "0 0 0").split())
+        fixed = np.eye(4)
+        fixed[:3, :3] = _rotation((0, 0, 1), y) @ _rotation((0, 1, 0), p) @ _rotation((1, 0, 0), r)
+        fixed[:3, 3] = [float(v) for v in origin.get("xyz", "0 0 0").split()]
+        T = T @ fixed
+        if j.get("type") == "fixed":
+            continue
+        axis = np.array([float(v) for v in j.find("axis").get("xyz").split()])
+        axis /= np.linalg.norm(axis)
+        joints.append((j.get("type"), T[:3, :3] @ axis, T[:3, 3].copy()))
+        motion, value = np.eye(4), next(values)
+        if j.get("type") == "prismatic":
+            motion[:3, 3] = axis * value
+        else:
+            motion[:3, :3] = _rotation(axis, value)
+        T = T @ motion
+    p = T[:3, 3]
+    J = np.array(
+        [[*axis, 0, 0, 0] if kind == "prismatic" else [*np.cross(axis, p - o), *axis] for kind, axis, o in joints]
+    )
+    return p, T[:3, :3], J.T
+
+
+SKEWED_URDF = """<robot name="skewed">
+  <link name="base"/><link name="a"/><link name="b"/><link name="c"/><link name="tip"/>
+  <joint name="j1" type="revolute"><parent link="base"/><child link="a"/>
+    <origin xyz="0.1 0.2 0.3" rpy="0.3 -0.2 0.5"/><axis xyz="0.6 0 0.8"/></joint>
+  <joint name="j2" type="revolute"><parent link="a"/><child link="b"/>
+    <origin xyz="0 0.4 0" rpy="0 0 0"/><axis xyz="0 0 -1"/></joint>
+  <joint name="j3" type="prismatic"><parent link="b"/><child link="c"/>
+    <origin xyz="0.2 0 0" rpy="1.5707963 0 0"/><axis xyz="1 1 0"/></joint>
+  <joint name="fixed" type="fixed"><parent link="c"/><child link="tip"/>
+    <origin xyz="0 0 0.1" rpy="0 0.7 0"/></joint>
+</robot>
+"""
+
+
+@pytest.mark.parametrize(
+    ("urdf", "base_link", "tip_link"),
+    [
+        (ARM.urdf, ARM.base_link, ARM.tcp_link),
+        (ARM.urdf, ARM.base_link, "panda_leftfinger"),  # a prismatic joint along +y last
+        (ARM.urdf, ARM.base_link, "panda_rightfinger"),  # ... along -y
+        (None, "base", "tip"),  # skewed revolute axes, -z, a prismatic joint along a diagonal, a fixed tip
+    ],
+)
+def test_generated_forward_kinematics_equal_a_textbook_reference(tmp_path, urdf, base_link, tip_link):
+    if urdf is None:
+        urdf = tmp_path / "skewed.urdf"
+        urdf.write_text(SKEWED_URDF)
+    chain = KinematicChain(urdf, base_link, tip_link)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        q = rng.uniform(-2.5, 2.5, len(chain.joint_names))
+        p, R, J = chain.forward(q, BASE)
+        p_ref, R_ref, J_ref = _reference_forward(urdf, base_link, tip_link, q)
+        assert np.allclose(p, p_ref + BASE, rtol=0, atol=1e-12)
+        assert np.allclose(R, R_ref, rtol=0, atol=1e-12)
+        assert J.shape == (6, len(chain.joint_names)) and np.allclose(J, J_ref, rtol=0, atol=1e-12)
+        assert np.array_equal(chain.forward(list(q), BASE)[0], p)  # a list as well as an array
+        assert np.allclose(chain.forward(q)[0], p_ref, rtol=0, atol=1e-12)  # no base: the base link's frame
+
+
+def test_forward_kinematics_reject_the_wrong_number_of_joints():
+    chain = KinematicChain(ARM.urdf, ARM.base_link, ARM.tcp_link)
+    with pytest.raises(ValueError, match=r"q must hold 7 joint positions"):
+        chain.forward(np.zeros(6))
+
+
 def test_ik_reaches_targets_with_the_gripper_pointing_down():
     chain = KinematicChain(ARM.urdf, ARM.base_link, ARM.tcp_link)
     lower, upper = np.array([j.lower for j in ARM.joints]), np.array([j.upper for j in ARM.joints])
