@@ -150,7 +150,7 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _forward(self, q: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """``chain.forward`` of the current joints, computed once per control step (observation and IK share it)."""
-        if self._fk is None or not np.array_equal(self._fk[0], q):
+        if self._fk is None or not (self._fk[0] == q).all():  # both (n,): np.array_equal's checks cost more
             self._fk = (q, self.chain.forward(q, self._base))
         return self._fk
 
@@ -249,14 +249,15 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         a = np.asarray(action, dtype=float).ravel()
         if a.shape != self.action_space.shape:
             raise ValueError(f"action must have shape {self.action_space.shape}, got {a.shape}")
-        if not np.all(np.isfinite(a)):
+        if not np.isfinite(a).all():
             raise ValueError(f"action must be finite, got {a.tolist()}")
-        a = np.clip(a, -1.0, 1.0)
+        a = np.minimum(np.maximum(a, -1.0), 1.0)  # as np.clip, without its dispatch (this runs every step)
         q, _ = self.physics.joints()
         q, fk = self._forward(q)
-        target = fk[0] + a[:3] * TCP_STEP
-        target[:2] = np.clip(target[:2], self._table_lo, self._table_hi)
-        target[2] = np.clip(target[2], 0.0, MAX_TCP_HEIGHT)
+        # The target in Python floats: three scalars clamp faster than NumPy calls on slices.
+        x, y, z = (fk[0] + a[:3] * TCP_STEP).tolist()
+        (lx, ly), (hx, hy) = self._table_lo.tolist(), self._table_hi.tolist()
+        target = np.array((min(max(x, lx), hx), min(max(y, ly), hy), min(max(z, 0.0), MAX_TCP_HEIGHT)))
         # Two iterations leave at most ~1 mm of a 5 cm step; the next step starts from the measured TCP, so the
         # error does not add up (and the servo's own lag is larger).
         q_target = solve_ik(
@@ -267,13 +268,15 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             self._upper,
             base=self._base,
             iterations=2,
-            first=fk if np.all((q >= self._lower) & (q <= self._upper)) else None,
+            first=fk if ((q >= self._lower) & (q <= self._upper)).all() else None,
         )
         # No joint is asked to move faster than its rated speed (the spec's, as a real Panda's controller
         # limits it): the servos then track instead of saturating and overshooting, alike in both engines.
         # The whole joint step is scaled down, so the TCP still moves in the commanded direction.
         dq = q_target - q
-        q_target = q + dq / max(1.0, float(np.max(np.abs(dq) / self._max_joint_step)))
+        over = float((np.abs(dq) / self._max_joint_step).max())
+        if over > 1.0:
+            q_target = q + dq / over
         if self.block_gripper:
             width = 0.0
         else:

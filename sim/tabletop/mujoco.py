@@ -144,6 +144,14 @@ def _add_place(world, place) -> None:
                        contype=bits[0], conaffinity=bits[1])  # fmt: skip
 
 
+def _index(addresses: list[int]) -> slice | np.ndarray:
+    """A slice where the addresses are consecutive (the arm's usually are: a slice reads and writes faster than an
+    index array, and this runs several times per control step), else the index array."""
+    if addresses == list(range(addresses[0], addresses[0] + len(addresses))):
+        return slice(addresses[0], addresses[0] + len(addresses))
+    return np.array(addresses)
+
+
 class MujocoTabletopPhysics:
     """The arm and the scene in MuJoCo; ``substeps`` ``mj_step`` calls per control step."""
 
@@ -152,11 +160,11 @@ class MujocoTabletopPhysics:
         self.model = _build(scene, arm)
         self.data = mujoco.MjData(self.model)
         m = self.model
-        self._q = np.array([m.joint(n).qposadr[0] for n in arm.joint_names])
-        self._dq = np.array([m.joint(n).dofadr[0] for n in arm.joint_names])
-        self._fq = np.array([m.joint(n).qposadr[0] for n in arm.gripper.joints])
-        self._act = np.array([m.actuator(n).id for n in arm.joint_names])
-        self._fact = np.array([m.actuator(n).id for n in arm.gripper.joints])
+        self._q = _index([m.joint(n).qposadr[0] for n in arm.joint_names])
+        self._dq = _index([m.joint(n).dofadr[0] for n in arm.joint_names])
+        self._fq = _index([m.joint(n).qposadr[0] for n in arm.gripper.joints])
+        self._act = _index([m.actuator(n).id for n in arm.joint_names])
+        self._fact = _index([m.actuator(n).id for n in arm.gripper.joints])
         self._obj = {
             o.name: (m.joint(o.name).qposadr[0], m.joint(o.name).dofadr[0], m.geom(o.name).id, m.body(o.name).id)
             for o in scene.objects
@@ -191,7 +199,7 @@ class MujocoTabletopPhysics:
         mujoco.mj_step(self.model, self.data, nstep=self.substeps)
 
     def joints(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.data.qpos[self._q].copy(), self.data.qvel[self._dq].copy()
+        return self.data.qpos[self._q].copy(), self.data.qvel[self._dq].copy()  # copies, not views of the state
 
     def finger_width(self) -> float:
         return float(self.data.qpos[self._fq].sum())

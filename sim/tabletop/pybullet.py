@@ -126,13 +126,12 @@ class PybulletTabletopPhysics:
                 pb.resetBaseVelocity(body, [0, 0, 0], [0, 0, 0], physicsClientId=c)
 
     def _command(self, q_target: np.ndarray, width_target: float) -> None:
-        c = self._c
-        n = len(self._arm)
+        c, n = self._c, len(self._arm)
         pb.setJointMotorControlArray(
             self.robot,
             self._arm,
             pb.POSITION_CONTROL,
-            targetPositions=list(q_target),
+            targetPositions=np.asarray(q_target, dtype=float).tolist(),
             forces=self._forces,
             positionGains=[POSITION_GAIN] * n,
             velocityGains=[VELOCITY_GAIN] * n,
@@ -157,7 +156,8 @@ class PybulletTabletopPhysics:
 
     def joints(self) -> tuple[np.ndarray, np.ndarray]:
         states = pb.getJointStates(self.robot, self._arm, physicsClientId=self._c)
-        return np.array([s[0] for s in states]), np.array([s[1] for s in states])
+        positions, velocities, *_ = zip(*states, strict=True)
+        return np.array(positions), np.array(velocities)
 
     def finger_width(self) -> float:
         return float(sum(s[0] for s in pb.getJointStates(self.robot, self._fingers, physicsClientId=self._c)))
