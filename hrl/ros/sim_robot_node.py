@@ -54,7 +54,7 @@ PARAMS = [
     Param("mass_scale", 1.0, "chassis mass and inertia x this (a different robot)", positive),
     Param("friction", 0.8, "tyre grip and wall friction coefficient (nominal 0.8)", positive),
     Param("motor_gain", 1.0, "velocity achieved per velocity commanded (wheel radius error)", positive),
-    Param("latency_steps", 0, "commands take effect this many control periods after they arrive", whole_number),
+    Param("latency_steps", 0, "commands take effect this many control periods late", whole_number),
     Param("odom_frame", "odom", "frame of /odom", non_empty),
     Param("base_frame", "base_link", "child frame of /odom", non_empty),
     Param("laser_frame", "laser", "frame of /scan", non_empty),
