@@ -213,16 +213,30 @@ def solve_ik(
     q = np.minimum(np.maximum(np.asarray(q, dtype=float), lower), upper)  # cheaper than np.clip's dispatch
     w = np.array([1.0, 1.0, 1.0, orientation_weight, orientation_weight, orientation_weight])
     row_weights, regularizer = w[:, None], damping**2 * _I6
+    # The errors on Python floats (a dozen NumPy calls on 3-vectors cost more than their arithmetic).
+    (d0, d1, d2), (d3, d4, d5), (d6, d7, d8) = np.asarray(rotation, dtype=float).tolist()
+    tx, ty, tz = np.asarray(target, dtype=float).tolist()
+    bx, by, bz = (0.0, 0.0, 0.0) if base is None else np.asarray(base, dtype=float).tolist()
     for i in range(iterations):
-        p, R, J = first if i == 0 and first is not None else chain.forward(q, base)
-        dp = target - p
-        # Orientation error as a rotation vector (small-angle: half the skew part of R_err).
-        Re = rotation @ R.T
-        dr = 0.5 * np.array([Re[2, 1] - Re[1, 2], Re[0, 2] - Re[2, 0], Re[1, 0] - Re[0, 1]])
-        if math.sqrt(dp @ dp) < tolerance and math.sqrt(dr @ dr) < 10 * tolerance:
+        if i == 0 and first is not None:
+            p, R, J = first
+            (px, py, pz), R = p.tolist(), R.tolist()
+        else:
+            (px, py, pz), R, J = chain._forward(*q.tolist())
+            px, py, pz, J = px + bx, py + by, pz + bz, np.array(J)
+        (r0, r1, r2), (r3, r4, r5), (r6, r7, r8) = R
+        dx, dy, dz = tx - px, ty - py, tz - pz
+        # Orientation error as a rotation vector: half the skew part of R_err = rotation R^T (small angles).
+        ex = 0.5 * ((d6 * r3 + d7 * r4 + d8 * r5) - (d3 * r6 + d4 * r7 + d5 * r8))
+        ey = 0.5 * ((d0 * r6 + d1 * r7 + d2 * r8) - (d6 * r0 + d7 * r1 + d8 * r2))
+        ez = 0.5 * ((d3 * r0 + d4 * r1 + d5 * r2) - (d0 * r3 + d1 * r4 + d2 * r5))
+        if (
+            math.sqrt(dx * dx + dy * dy + dz * dz) < tolerance
+            and math.sqrt(ex * ex + ey * ey + ez * ez) < 10 * tolerance
+        ):
             break
         Jw = J * row_weights
-        dq = Jw.T @ np.linalg.solve(Jw @ Jw.T + regularizer, np.concatenate([dp, dr]) * w)
+        dq = Jw.T @ np.linalg.solve(Jw @ Jw.T + regularizer, np.array((dx, dy, dz, ex, ey, ez)) * w)
         q = np.minimum(np.maximum(q + dq, lower), upper)
     return q
 
