@@ -26,7 +26,8 @@ backend's ``physics.step`` (the joint targets into the servos, then the same 20 
 observation, no cameras), replaying the joint targets the env commanded (recorded in a first pass), so both
 follow the same trajectory. Target: >= 50 %. Then, side by side in one run, our push env on each backend
 against panda-gym's ``PandaPush-v3`` (same 20 substeps of 2 ms, same actions; ``pip install -e '.[panda]'``),
-alternating: target, our PyBullet env >= 1.5x theirs.
+alternating: target, our PyBullet env >= 1.5x theirs. With it, the share of each env.step spent in the
+engine's substeps, and so the ratio our env would reach with no Python around its physics at all.
 
     python benchmarks/env_throughput.py [--quick] [--no-record] [--suites rover tabletop]
         [--backends mujoco pybullet] [--maps open apartment]
@@ -255,8 +256,25 @@ def tabletop_env(backend: str, n: int, rounds: int) -> dict[str, float]:
     }
 
 
+def _time_calls(owner: object, method: str, spent: list[float]) -> None:
+    """Add the wall time of every call of ``owner.method`` to ``spent[0]`` (an instance attribute shadows the
+    method, for this object only)."""
+    call = getattr(owner, method)
+
+    def timed(*args: object) -> None:
+        t0 = time.perf_counter()
+        call(*args)
+        spent[0] += time.perf_counter() - t0
+
+    setattr(owner, method, timed)
+
+
 def versus_panda_gym(backends: list[str], n: int, rounds: int) -> dict[str, object]:
-    """Our push env on each backend against panda-gym's PandaPush-v3: env.step/s, alternating, same actions."""
+    """Our push env on each backend against panda-gym's PandaPush-v3: env.step/s, alternating, same actions.
+
+    Also the share of each env.step spent in the engine's 20 substeps (our ``physics.step``, their
+    ``sim.step``): with that share our env cannot beat theirs by more than their rate over our physics-only
+    rate, however little Python surrounds the physics."""
     try:
         import panda_gym  # noqa: F401  (registers PandaPush-v3)
     except ImportError:
@@ -268,6 +286,10 @@ def versus_panda_gym(backends: list[str], n: int, rounds: int) -> dict[str, obje
     for env in [*ours.values(), theirs]:
         env.reset(seed=0)
     substeps = theirs.unwrapped.sim.n_substeps, theirs.unwrapped.sim.timestep
+    spent = {name: [0.0] for name in [*ours, "panda_gym"]}
+    for name, env in ours.items():
+        _time_calls(env.unwrapped.physics, "step", spent[name])
+    _time_calls(theirs.unwrapped.sim, "step", spent["panda_gym"])
     samples = interleaved_rates(
         {name: _stepper(env, actions) for name, env in ours.items()} | {"panda_gym": _stepper(theirs, actions)},
         n,
@@ -275,9 +297,14 @@ def versus_panda_gym(backends: list[str], n: int, rounds: int) -> dict[str, obje
     )
     for env in [*ours.values(), theirs]:
         env.close()
+    share = {name: spent[name][0] / sum(n / r for r in samples[name]) for name in spent}
+    ratios = {name: paired_ratio(samples, name, "panda_gym") for name in ours}
     return (
         _medians(samples)
-        | {f"{name}_vs_panda_gym": paired_ratio(samples, name, "panda_gym") for name in ours}
+        | {f"{name}_vs_panda_gym": ratio for name, ratio in ratios.items()}
+        | {f"{name}_physics_share": value for name, value in share.items()}
+        # Our env with no Python around its physics at all: its rate would be ours / share.
+        | {f"{name}_physics_only_vs_panda_gym": ratio / share[name] for name, ratio in ratios.items()}
         | {"panda_gym_substeps": substeps[0], "panda_gym_timestep": substeps[1]}
     )
 
@@ -396,9 +423,16 @@ def tabletop(args: argparse.Namespace) -> dict[str, object]:
         ours = [b for b in ("mujoco", "pybullet") if b in args.backends]
         rates = " / ".join(f"{versus[f'ours_{b}']:.0f}" for b in ours)
         ratio_text = ", ".join(f"{b} {versus[f'ours_{b}_vs_panda_gym']:.2f}x" for b in ours)
+        shares = ", ".join(f"{b} {versus[f'ours_{b}_physics_share']:.0%}" for b in ours)
+        ceiling = ", ".join(f"{b} {versus[f'ours_{b}_physics_only_vs_panda_gym']:.2f}x" for b in ours)
         print(f"tabletop vs panda-gym PandaPush-v3: ours ({', '.join(ours)}) {rates} env steps/s, "
               f"theirs {versus['panda_gym']:.0f}/s -> {ratio_text}")  # fmt: skip
-        cells.append(f"{rates} / {versus['panda_gym']:.0f} ({ratio_text})")
+        print(f"  physics share of env.step: ours {shares}, panda-gym {versus['panda_gym_physics_share']:.0%}; "
+              f"ours with no Python around the physics: {ceiling}")  # fmt: skip
+        cells.append(
+            f"{rates} / {versus['panda_gym']:.0f} ({ratio_text}); physics share of env.step: ours {shares}, "
+            f"panda-gym {versus['panda_gym_physics_share']:.0%}; physics alone: {ceiling}"
+        )
         if "pybullet" in args.backends:
             figures["panda_gym_target_met"] = versus["ours_pybullet_vs_panda_gym"] >= 1.5
     if not args.no_record:

@@ -66,6 +66,9 @@ def test_tabletop_versus_panda_gym():
     pytest.importorskip("panda_gym")
     res = env_throughput.versus_panda_gym(["mujoco", "pybullet"], n=5, rounds=2)
     assert res["ours_mujoco_vs_panda_gym"] > 0 and res["ours_pybullet_vs_panda_gym"] > 0
+    for name in ("ours_mujoco", "ours_pybullet", "panda_gym"):  # the physics is part of each env.step
+        assert 0 < res[f"{name}_physics_share"] < 1
+    assert res["ours_pybullet_physics_only_vs_panda_gym"] > res["ours_pybullet_vs_panda_gym"]
     assert (res["panda_gym_substeps"], res["panda_gym_timestep"]) == (20, 0.002)  # the same control step as ours
 
 
