@@ -249,13 +249,15 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         a = np.asarray(action, dtype=float).ravel()
         if a.shape != self.action_space.shape:
             raise ValueError(f"action must have shape {self.action_space.shape}, got {a.shape}")
-        if not np.isfinite(a).all():
-            raise ValueError(f"action must be finite, got {a.tolist()}")
-        a = np.minimum(np.maximum(a, -1.0), 1.0)  # as np.clip, without its dispatch (this runs every step)
+        # Python floats from here on: a few scalars check and clamp faster than NumPy calls (this runs every step).
+        a = a.tolist()
+        if not all(map(math.isfinite, a)):
+            raise ValueError(f"action must be finite, got {a}")
+        a = [min(max(v, -1.0), 1.0) for v in a]
         q, _ = self.physics.joints()
         q, fk = self._forward(q)
-        # The target in Python floats: three scalars clamp faster than NumPy calls on slices.
-        x, y, z = (fk[0] + a[:3] * TCP_STEP).tolist()
+        (x, y, z), (ax, ay, az) = fk[0].tolist(), a[:3]
+        x, y, z = x + ax * TCP_STEP, y + ay * TCP_STEP, z + az * TCP_STEP
         (lx, ly), (hx, hy) = self._table_lo.tolist(), self._table_hi.tolist()
         target = np.array((min(max(x, lx), hx), min(max(y, ly), hy), min(max(z, 0.0), MAX_TCP_HEIGHT)))
         # Two iterations leave at most ~1 mm of a 5 cm step; the next step starts from the measured TCP, so the
@@ -280,7 +282,7 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self.block_gripper:
             width = 0.0
         else:
-            width = float(np.clip(self.physics.finger_width() + a[3] * GRIPPER_STEP, 0.0, self.arm.gripper.max_width))
+            width = min(max(self.physics.finger_width() + a[3] * GRIPPER_STEP, 0.0), self.arm.gripper.max_width)
         self.physics.step(q_target, width)
         self._steps += 1
         obs = self._observe()
