@@ -83,6 +83,7 @@ PLANNERS: dict[str, str] = {
     "random": "llm_planner.planners.random_waypoints:RandomPlanner",
     "sorb": "llm_planner.planners.sorb:SoRBPlanner",
     "sorb_safe": "llm_planner.planners.sorb_safe:SafeSoRBPlanner",
+    "symbolic": "llm_planner.planners.symbolic:SymbolicPlanner",
     "llm_goals": "llm_planner.planners.llm:LLMGoalsPlanner",
     "llm_route": "llm_planner.planners.llm:LLMRoutePlanner",
 }

@@ -11,7 +11,7 @@ that exist (and a "did you mean") before anything moves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -65,22 +65,28 @@ class Subgoal(_Strict):
         return f"({t.x:.2f}, {t.y:.2f})" if isinstance(t, PointTarget) else f"{t.kind} {t.name}"
 
 
-class Plan(_Strict):
-    subgoals: list[Subgoal] = Field(min_length=1)
-    rationale: str | None = None
+class PlanModel(_Strict):
+    """What every domain's plan shares: JSON in and out, untrusted input refused with :class:`PlanError`."""
 
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=True)
 
     @classmethod
-    def from_json(cls, text: str) -> Plan:
+    def from_json(cls, text: str) -> Self:
         """Parse untrusted JSON (e.g. model output); raises PlanError with the validation problems."""
         return _validated(cls.model_validate_json, text)
 
     @classmethod
-    def from_data(cls, data: Any) -> Plan:
+    def from_data(cls, data: Any) -> Self:
         """Validate untrusted data (dicts and lists); raises PlanError like :meth:`from_json`."""
         return _validated(cls.model_validate, data)
+
+
+class Plan(PlanModel):
+    """The navigation domain's plan: places (or points) to drive to, in order."""
+
+    subgoals: list[Subgoal] = Field(min_length=1)
+    rationale: str | None = None
 
     @classmethod
     def json_schema(cls, names: dict[str, list[str]] | None = None) -> dict[str, Any]:
@@ -169,7 +175,7 @@ def _unknown(kind: str, name: str, known: list[str]) -> str:
     return f"unknown {kind} {name!r}{did_you_mean(name.lower(), [k.lower() for k in known])}; known: {', '.join(known)}"
 
 
-def _validated(validate: Any, value: Any) -> Plan:
+def _validated(validate: Any, value: Any) -> Any:
     try:
         return validate(value)
     except ValidationError as err:
@@ -190,6 +196,7 @@ __all__ = [
     "LandmarkTarget",
     "Plan",
     "PlanError",
+    "PlanModel",
     "PointTarget",
     "RoomTarget",
     "Subgoal",
