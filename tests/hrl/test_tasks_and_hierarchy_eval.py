@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from hierarchy.suites import suite_domain
 from hrl.hierarchy_eval import run_suite, wilson
 from hrl.policy import GoalPolicy
 from hrl.tasks import TASKS_DIR, doors_between, load_suite
 from sim.world import load_world
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITES = sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
+#: The navigation suites (the tabletop ones: tests/hierarchy/test_tabletop_suites.py).
+SUITES = sorted(p.stem for p in TASKS_DIR.glob("*.yaml") if suite_domain(p) == "navigation")
 
 
 @pytest.mark.parametrize("name", SUITES)
