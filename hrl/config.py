@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,32 @@ def planner_options() -> str:
     from llm_planner.base import PLANNERS
 
     return " | ".join(sorted(PLANNERS))
+
+
+def suite_domain_of(task: Any) -> str:
+    """The domain a composed task suite (a ``task=...`` mapping) declares: ``navigation`` when it declares none."""
+    return str(task.get("domain", "navigation")) if isinstance(task, Mapping) else "navigation"
+
+
+def planners_for(domain: str) -> list[str]:
+    """The registered planners that plan for ``domain`` (a planner class's ``domains``; the rover's by default)."""
+    from llm_planner.base import PLANNERS, planner_class
+
+    return [n for n in sorted(PLANNERS) if domain in getattr(planner_class(n), "domains", ("navigation",))]
+
+
+def check_planner_domain(planner: str, task: Any) -> None:
+    """Refuse a planner on a task suite of a domain it does not plan for, naming the planners that do."""
+    from llm_planner.base import planner_class
+
+    domain = suite_domain_of(task)
+    supported = getattr(planner_class(planner), "domains", ("navigation",))
+    if domain not in supported:
+        name = task.get("name", "?") if isinstance(task, Mapping) else "?"
+        raise ValueError(
+            f"planner={planner} plans for {' and '.join(supported)} only, not for task suite {name!r} (domain "
+            f"{domain}); use a planner of the {domain} domain: planner={' | '.join(planners_for(domain))}"
+        )
 
 
 def task_options() -> str:
@@ -585,6 +611,7 @@ class BenchmarkConfig:
     backend: str = "mujoco"
     seed: int = 0
     episodes: int | None = None  # at most this many tasks of each suite (None: all)
+    layouts: int = 1  # tabletop suites: random layouts per task and seed (the rover's tasks have one start each)
     trajectory_every: int = 5  # keep every n-th pose of each episode for the thumbnails
     progress_bar: bool = False  # the job's own bar (the sweep's bar runs in the launching process)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
@@ -611,3 +638,8 @@ class BenchmarkConfig:
         if self.episodes is not None:
             _positive("", "episodes", self.episodes, integer=True)
         _positive("", "trajectory_every", self.trajectory_every, integer=True)
+        _positive("", "layouts", self.layouts, integer=True)
+        if self.layouts != 1 and suite_domain_of(self.task) != "tabletop":
+            raise ValueError(
+                f"layouts={self.layouts} applies to tabletop suites; a rover task has one start: layouts=1"
+            )

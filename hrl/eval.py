@@ -7,6 +7,12 @@ Prints a summary and writes ``summary.json`` (success rate, mean steps, collisio
     hrl-eval                                               # shipped policy, local goals, open map
     hrl-eval policy=runs/train/rover_local/<time> env=apartment_local episodes=100
     hrl-eval planner=graph task=apartment_long tasks=4 seeds=[0,1]   # the first 4 tasks, twice
+    hrl-eval planner=symbolic task=tabletop_stack env.backend=pybullet seeds=[0,1,2]   # the Panda's suites
+
+A task suite that declares ``domain: tabletop`` (configs/task/tabletop_*.yaml) runs the tabletop hierarchy
+(:func:`hierarchy.evaluate.run_tabletop_suite`: the planner over the shipped Panda skills, each seed a new random
+layout), writing ``episodes.jsonl``, ``events.jsonl``, ``summary.json`` (per category), ``summary.md`` and a
+video of the first episode; of the rover's keys it reads only ``env.backend``, ``tasks`` and ``seeds``.
 
 Each mode reads only some keys (goal reaching: ``env``, ``robot``, ``seed``, ``episodes``; a task suite:
 ``planner``, ``task``, ``tasks``, ``seeds``, ``executor``, ``env.backend``, ``env.wrappers``); an override
@@ -23,7 +29,14 @@ from typing import Any, NoReturn
 
 from hrl.cli import fail as cli_fail
 from hrl.cli import overridden_keys, run_hydra_app, typed_config
-from hrl.config import EnvConfig, EvalRunConfig, env_family, plain_wrapper_specs
+from hrl.config import (
+    EnvConfig,
+    EvalRunConfig,
+    check_planner_domain,
+    env_family,
+    plain_wrapper_specs,
+    suite_domain_of,
+)
 from hrl.train import open_env_kwargs, register_schemas
 
 #: Keys a mode does not read -> why, and what to use instead. ``hrl-eval`` refuses an override of one
@@ -43,6 +56,19 @@ IGNORED_WITHOUT_A_TASK = {
     "executor": "the subgoal executor runs only with planner=... task=...",
 }
 READ_WITH_A_TASK = ("env.backend", "env.wrappers", "env/wrappers")
+#: With a tabletop suite (``domain: tabletop``), of the keys a rover suite reads.
+IGNORED_WITH_A_TABLETOP_TASK = {
+    **IGNORED_WITH_A_TASK,
+    "env": "a tabletop suite runs in its own scene (task.scene); of env, only env.backend applies",
+    "env.map": "a tabletop suite runs in its own scene (task.scene), not on a map",
+    "env.wrappers": "the sim-to-real wrappers are the rover's; a tabletop suite runs without them",
+    "env/wrappers": "the sim-to-real wrappers are the rover's; a tabletop suite runs without them",
+    "policy": "a tabletop suite runs the shipped Panda skills (hierarchy/tabletop.py, SKILLS), not one policy",
+    "robot": "the tabletop's robot is the Panda of its scene",
+    "executor": "the tabletop's loop has its own limits (hierarchy.agent.AgentConfig); the step budget is the "
+    "suite's: set task.max_episode_steps=N",
+}
+READ_WITH_A_TABLETOP_TASK = ("env.backend",)
 
 
 def fail(message: str) -> NoReturn:
@@ -112,11 +138,14 @@ def eval_env_config(env: EnvConfig, trained_on: EnvConfig) -> EnvConfig:
     return env
 
 
-def ignored_overrides(keys: list[str], with_task: bool) -> list[str]:
-    """The overridden ``keys`` the mode (``with_task``: a planner on a task suite) would ignore, each with why
-    and what to use instead."""
-    table = IGNORED_WITH_A_TASK if with_task else IGNORED_WITHOUT_A_TASK
-    read = READ_WITH_A_TASK if with_task else ()
+def ignored_overrides(keys: list[str], with_task: bool, tabletop: bool = False) -> list[str]:
+    """The overridden ``keys`` the mode (``with_task``: a planner on a task suite; ``tabletop``: on a tabletop
+    suite) would ignore, each with why and what to use instead."""
+    if tabletop:
+        table, read = IGNORED_WITH_A_TABLETOP_TASK, READ_WITH_A_TABLETOP_TASK
+    else:
+        table = IGNORED_WITH_A_TASK if with_task else IGNORED_WITHOUT_A_TASK
+        read = READ_WITH_A_TASK if with_task else ()
     problems = []
     for key in keys:
         if any(key == k or key.startswith((f"{k}.", f"{k}/")) for k in read):
@@ -167,6 +196,62 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
     return result.summary
 
 
+def run_tabletop(config: EvalRunConfig, out_dir: Path) -> dict:
+    """``planner=<name> task=<tabletop suite>``: the planner over the shipped Panda skills on the suite's first
+    ``config.tasks`` tasks (all when None), once per seed (each a new random layout), in ``config.env.backend``;
+    a video of the first episode unless ``video_episodes=0`` (a tabletop suite records that one only)."""
+    from omegaconf import OmegaConf
+
+    from hierarchy.evaluate import run_tabletop_suite
+    from hierarchy.suites import tabletop_suite_from_dict
+    from hierarchy.tabletop import TabletopDomain
+    from llm_planner.base import make_planner
+
+    config.validate()
+    task = config.task if isinstance(config.task, dict) else OmegaConf.to_container(config.task)
+    suite = tabletop_suite_from_dict(task, source=f"task={task.get('name', 'tabletop suite')}")
+    if config.tasks is not None:
+        if config.tasks > len(suite.tasks):
+            raise ValueError(
+                f"tasks={config.tasks}, but task suite {suite.name!r} has {len(suite.tasks)} tasks; "
+                f"use tasks<={len(suite.tasks)}"
+            )
+        suite = replace(suite, tasks=suite.tasks[: config.tasks])
+    planner = make_planner(config.planner.name, **planner_params(config.planner))
+    _, summary = run_tabletop_suite(
+        planner,
+        suite,
+        TabletopDomain.with_skills(),
+        backend=config.env.backend,
+        seeds=tuple(config.seeds),
+        out_dir=out_dir,
+        video=config.video_episodes > 0,
+        progress=config.progress_bar,
+    )
+    table = tabletop_markdown(summary)
+    (out_dir / "summary.md").write_text(table)
+    print(table, end="")
+    return summary
+
+
+def tabletop_markdown(summary: dict[str, Any]) -> str:
+    """A tabletop suite's summary as a markdown table: one row per category, then all of them."""
+    head = (
+        "| planner | suite | backend | category | episodes | success (95 % CI) | mean steps | replans "
+        "| planner latency (ms) |"
+    )
+    lines = [head, "|" + "---|" * 9]
+    cells = [*summary["categories"].items()] + ([("all", summary)] if len(summary["categories"]) > 1 else [])
+    for category, c in cells:
+        lo, hi = c["success_ci95"]
+        lines.append(
+            f"| {summary['planner']} | {summary['suite']} | {summary['backend']} | {category} | {c['episodes']} "
+            f"| {c['success_rate']:.0%} ({lo:.0%}–{hi:.0%}) | {c['mean_steps']:.0f} | {c['mean_replans']:.2f} "
+            f"| {1000 * c['mean_planner_latency_s']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def planner_params(planner: Any) -> dict[str, Any]:
     """The planner's constructor arguments; an LLM backend group (planner/backend=...) joins them."""
     from omegaconf import OmegaConf
@@ -186,10 +271,31 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     config: EvalRunConfig = typed_config(cfg, "hrl-eval")
     out_dir = Path(HydraConfig.get().runtime.output_dir)
     with_task = config.task is not None or config.planner is not None
-    ignored = ignored_overrides(overridden_keys(HydraConfig.get().overrides.task), with_task)
+    tabletop = with_task and suite_domain_of(config.task) == "tabletop"
+    keys = overridden_keys(HydraConfig.get().overrides.task)
+    ignored = ignored_overrides(keys, with_task, tabletop)
+    if tabletop and "video_episodes" in keys and config.video_episodes > 1:
+        ignored.append(f"video_episodes={config.video_episodes}: a tabletop suite records its first episode only; "
+                       "use video_episodes=1 (or 0 for none)")  # fmt: skip
     if ignored:
         mode = "with planner=... task=..." if with_task else "without planner=... task=... (goal reaching)"
+        mode = "with a tabletop task suite" if tabletop else mode
         fail(f"{mode}, these overrides would be ignored:\n  " + "\n  ".join(ignored))
+    if with_task and config.task is not None and config.planner is not None:
+        try:
+            check_planner_domain(config.planner.name, config.task)
+        except ValueError as err:
+            fail(str(err))
+    if tabletop:
+        try:
+            summary = run_tabletop(config, out_dir)
+        except (ValueError, FileNotFoundError) as err:
+            fail(str(err))
+        print(
+            f"[hrl-eval] {config.planner.name} on {summary['suite']} ({summary['backend']}): success "
+            f"{summary['success_rate']:.0%} over {summary['episodes']} episodes -> {out_dir}"
+        )
+        return summary["success_rate"]
     if with_task:
         try:
             summary = run_hierarchical(config, out_dir)
