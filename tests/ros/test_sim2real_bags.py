@@ -25,8 +25,8 @@ T0 = 1_700_000_000 * 10**9
 
 def simulated_run(steps=60, seed=0):
     """A run of the MuJoCo rover under known commands, as the messages a robot would have published:
-    odom + scan at each tick, each period's command received 5 ms before the period (a base applies a
-    command from its arrival: hrl.base_drive), one subgoal."""
+    odom + scan at each tick, the period's command a nanosecond after them (a base applies a command from its
+    arrival, hrl.base_drive: here, the whole period), one subgoal."""
     env = gym.make("hrl/RoverNav-v0", map="apartment", goal_mode="anywhere", max_steps=10**6)
     env.reset(seed=seed, options={"start": (2.0, 6.0, 0.0)})
     u = env.unwrapped
@@ -40,11 +40,11 @@ def simulated_run(steps=60, seed=0):
         messages.append((t, "/scan", _scan(u.physics.lidar(), u.robot.lidar, t)))
         if k < steps:
             cmd = np.array([0.8, 0.3 * math.sin(k / 6)]) + rng.normal(0, 0.05, 2)
-            messages.append((t - 5_000_000, "/cmd_vel", _twist(cmd[0] * lim.max_linear_velocity,
+            messages.append((t + 1, "/cmd_vel", _twist(cmd[0] * lim.max_linear_velocity,
                                                                cmd[1] * lim.max_angular_velocity)))  # fmt: skip
             env.step(cmd)
     env.close()
-    return sorted(messages, key=lambda m: m[0])  # in time order, as a bag reads them
+    return messages
 
 
 def _stamp(msg, t):
