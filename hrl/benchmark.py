@@ -13,6 +13,11 @@ whole sweep.
     hrl-benchmark                                            # the grid of configs/benchmark.yaml
     hrl-benchmark name=quick planner=graph,flat task=apartment_long seed=0,1 episodes=3
     hrl-benchmark hydra/launcher=submitit_slurm              # the same sweep on a Slurm cluster
+    hrl-benchmark grid=tabletop                              # the tabletop's grid (configs/grid/tabletop.yaml)
+
+A tabletop suite (``domain: tabletop``) runs the planner over the shipped Panda skills (:mod:`hierarchy`):
+``layouts`` random layouts of each task per seed, one row per (seed, task, layout) with its ``category``
+(stack2, stack3, sort, clear), which the report tabulates. A sweep directory holds one domain.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from hydra.experimental.callback import Callback
 
 from hrl.cli import CONFIG_DIR, run_hydra_app, typed_config
 from hrl.cli import fail as cli_fail
-from hrl.config import BenchmarkConfig, plain_wrapper_specs
+from hrl.config import BenchmarkConfig, check_planner_domain, plain_wrapper_specs, suite_domain_of
 
 EPISODES_DIR = "episodes"
 
@@ -67,6 +72,9 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
 
     config.validate()
     task = config.task if isinstance(config.task, dict) else OmegaConf.to_container(config.task)
+    check_planner_domain(config.planner.name, task)
+    if suite_domain_of(task) == "tabletop":
+        return run_tabletop_job(config, sweep_dir, task)
     suite = suite_from_dict(task)
     cell = cell_name(config.planner.name, suite.name, config.backend, config.seed)
     path = sweep_dir / EPISODES_DIR / f"{cell}.jsonl"
@@ -109,6 +117,107 @@ def run_job(config: BenchmarkConfig, sweep_dir: Path) -> dict[str, Any]:
         on_episode=write,
     )
     return {"cell": cell, "episodes": n_tasks, "new": len(result.rows)}
+
+
+def run_tabletop_job(config: BenchmarkConfig, sweep_dir: Path, task: dict[str, Any]) -> dict[str, Any]:
+    """One planner x tabletop suite x backend x seed: ``config.layouts`` layouts of each of the suite's first
+    ``config.episodes`` tasks (the layouts of :func:`hierarchy.evaluate.layout_seed`, as hrl-eval and
+    benchmarks/tabletop_hierarchy.py draw them), one line per episode as it ends; resumes like a rover job."""
+    from hierarchy.agent import Agent, AgentConfig
+    from hierarchy.evaluate import layout_seed
+    from hierarchy.suites import tabletop_suite_from_dict
+    from hierarchy.tabletop import TabletopDomain, make_env
+    from hrl.eval import planner_params
+    from llm_planner.base import make_planner
+
+    refuse_rover_options(config)
+    suite = tabletop_suite_from_dict(task, source=f"task={task.get('name', 'tabletop suite')}")
+    cell = cell_name(config.planner.name, suite.name, config.backend, config.seed)
+    path = sweep_dir / EPISODES_DIR / f"{cell}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    params = planner_params(config.planner)
+    agent_config = AgentConfig(max_episode_steps=suite.max_episode_steps)
+    conditions = tabletop_conditions(agent_config, params, task)
+    check_same_conditions(sweep_dir, config.planner.name, suite.name, conditions)
+    tasks = suite.tasks[: config.episodes]
+    done = {(r["seed"], r["episode"], r["layout"]) for r in read_rows(path)}
+    todo = [(i, j) for i in range(len(tasks)) for j in range(config.layouts) if (config.seed, i, j) not in done]
+    total = len(tasks) * config.layouts
+    if not todo:
+        return {"cell": cell, "episodes": total, "new": 0}
+    _drop_partial_line(path)
+    planner = make_planner(config.planner.name, **params)
+    agent = Agent(TabletopDomain.with_skills(), planner, agent_config)
+    env = make_env(suite.scene, config.backend)
+    try:
+        for i, j in todo:
+            env.reset(seed=layout_seed(config.seed, i, j))
+            episode = agent.run(env, tasks[i])
+            row = {
+                "domain": "tabletop",
+                "suite": suite.name,
+                "planner": config.planner.name,
+                "backend": config.backend,
+                "seed": config.seed,
+                "episode": i,
+                "layout": j,
+                "category": tasks[i].category,
+                "task": tasks[i].text,
+                **episode.row(),
+                "planner_latencies_s": [round(v, 5) for v in episode.planner_latency_s],
+                "plans": episode.plans,
+                "conditions": conditions,
+            }
+            with open(path, "a") as f:  # one line per episode, flushed: an interruption loses at most one
+                f.write(json.dumps(row) + "\n")
+    finally:
+        env.close()
+    return {"cell": cell, "episodes": total, "new": len(todo)}
+
+
+def refuse_rover_options(config: BenchmarkConfig) -> None:
+    """A tabletop job runs the shipped Panda skills with the tabletop's own loop: the rover's ``policy``,
+    ``wrappers`` and ``executor`` settings would be ignored, so setting one is an error."""
+    from hrl import DEFAULT_POLICY
+    from hrl.executor import ExecutorConfig
+
+    why = {
+        "policy": config.policy != DEFAULT_POLICY,
+        "wrappers": bool(config.wrappers),
+        "executor": config.executor != ExecutorConfig(),
+    }
+    if any(why.values()):
+        keys = ", ".join(k for k, v in why.items() if v)
+        raise ValueError(
+            f"{keys}: the rover's settings, which a tabletop suite does not read (it runs the shipped Panda skills, "
+            "hierarchy/tabletop.py SKILLS, with its own loop); leave them unset, or sweep the tabletop on its own"
+        )
+
+
+def tabletop_conditions(agent_config: Any, planner_params: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+    """A tabletop job's conditions (as :func:`job_conditions`): the skills and their files' hash stand for the
+    policy, the agent's limits for the executor's."""
+    from hierarchy.tabletop import SKILLS
+    from hrl.policy import resolve_policy_path
+
+    digest = hashlib.sha256()
+    for name in sorted(SKILLS):
+        digest.update(resolve_policy_path(SKILLS[name]).read_bytes())
+    executor = asdict(agent_config)
+    executor.pop("max_episode_steps")
+    return json.loads(
+        json.dumps(
+            {
+                "policy": "tabletop skills: " + ", ".join(f"{k}={v}" for k, v in sorted(SKILLS.items())),
+                "policy_sha256": digest.hexdigest(),
+                "executor": executor,
+                "wrappers": [],
+                "planner_params": planner_params,
+                "task_sha256": hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode()).hexdigest(),
+            },
+            default=str,
+        )
+    )
 
 
 #: Conditions every job of a sweep shares; ``planner_params`` must agree among the jobs of one planner, and
@@ -262,11 +371,13 @@ def sweep_size(config: Any) -> int:
             values[key] = [parsed.get_value_element_as_str()]
     limit = config.get("episodes")
     suites = values.pop("task", [str(config.task.name)])
+    layouts = sum(int(v) for v in values.pop("layouts", [str(config.get("layouts", 1))]))  # tabletop suites
     per_suite = 0
     for suite in suites:
         doc = yaml.safe_load((CONFIG_DIR / "task" / f"{suite}.yaml").read_text())
         n = len(doc.get("episodes", []))
-        per_suite += min(n, int(limit)) if limit is not None else n
+        n = min(n, int(limit)) if limit is not None else n
+        per_suite += n * (layouts if doc.get("domain") == "tabletop" else 1)
     return per_suite * math.prod(len(v) for k, v in values.items() if k != "episodes")
 
 

@@ -8,6 +8,11 @@ steps, path length, collisions and replans with 95 % bootstrap intervals of the 
 ``results.md`` and ``results.json``; plots ``success_vs_length.png`` (success vs doors between start and
 goal, per planner), ``latency.png`` (planning latency distribution per planner) and ``trajectories.png``
 (top-down paths of every planner on one task).
+
+A tabletop sweep (``hrl-benchmark grid=tabletop``) is tabulated per planner x suite x category (stack2, stack3,
+sort, clear) x backend: success with its Wilson interval, the share of the tasks' goals that hold, steps and
+replans with bootstrap intervals, latency and tokens; its plots are ``success_by_category.png`` and
+``latency.png``. A sweep directory holds one domain.
 """
 
 from __future__ import annotations
@@ -28,8 +33,12 @@ from hrl.benchmark import EPISODES_DIR, read_rows
 from hrl.hierarchy_eval import wilson
 
 #: Planners in the order tables and plots show them (others follow alphabetically).
-ORDER = ["graph", "sorb", "llm_goals", "llm_route", "flat", "random"]
+ORDER = ["graph", "symbolic", "sorb", "llm_goals", "llm_route", "flat", "random"]
 GROUP = ("planner", "suite", "backend")
+#: A tabletop sweep's cells: per category of its suites (stack2, stack3, sort, clear).
+TABLETOP_GROUP = ("planner", "suite", "category", "backend")
+ROVER_METRICS = ("steps", "path_length", "collisions", "replans")
+TABLETOP_METRICS = ("steps", "replans")
 
 
 def load_rows(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -51,24 +60,41 @@ def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[flo
     return (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
 
 
-def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def domain_of(rows: list[dict[str, Any]]) -> str:
+    """The one domain of a sweep's episodes (rover rows carry none: navigation); a mix is an error."""
+    domains = {r.get("domain", "navigation") for r in rows}
+    if len(domains) > 1:
+        raise ValueError(
+            f"the sweep mixes domains ({', '.join(sorted(domains))}); a sweep directory holds one: "
+            "run each domain's suites under its own name=..."
+        )
+    return domains.pop()
+
+
+def aggregate(
+    rows: list[dict[str, Any]], group: tuple[str, ...] = GROUP, metrics: tuple[str, ...] = ROVER_METRICS
+) -> list[dict[str, Any]]:
+    """Per ``group`` cell: episodes, seeds, success (Wilson), ``metrics`` with bootstrap intervals, latency,
+    tokens; tabletop cells (rows with ``goals_total``) also the share of their goals that hold."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        groups[tuple(row[k] for k in GROUP)].append(row)
+        groups[tuple(row[k] for k in group)].append(row)
     out = []
     for key in sorted(groups, key=_sort_key):
         g = groups[key]
         n = len(g)
         k = sum(bool(r["success"]) for r in g)
         latencies = [v for r in g for v in r.get("planner_latencies_s", [])]
-        entry: dict[str, Any] = dict(zip(GROUP, key, strict=True))
+        entry: dict[str, Any] = dict(zip(group, key, strict=True))
         entry.update(
             episodes=n,
             seeds=sorted({r["seed"] for r in g}),
             success_rate=round(k / n, 4),
             success_ci95=list(wilson(k, n)),
         )
-        for metric in ("steps", "path_length", "collisions", "replans"):
+        if all("goals_total" in r for r in g):
+            entry["goals_held"] = round(sum(r["goals_reached"] for r in g) / sum(r["goals_total"] for r in g), 4)
+        for metric in metrics:
             values = [float(r[metric]) for r in g]
             lo, hi = bootstrap_ci(values)
             entry[metric] = round(float(np.mean(values)), 3)
@@ -100,13 +126,33 @@ def markdown(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tables(results: list[dict[str, Any]], out_dir: Path) -> None:
+def tabletop_markdown(results: list[dict[str, Any]]) -> str:
+    """The tabletop's cells (planner x suite x category x backend) as a markdown table."""
+    head = (
+        "| planner | suite | category | backend | episodes | success (95 % CI) | goals held | steps (95 % CI) "
+        "| replans (95 % CI) | latency p50 / p95 ms | tokens |"
+    )
+    lines = [head, "|" + "---|" * 11]
+    for r in results:
+        lo, hi = r["success_ci95"]
+        p50 = "–" if r["latency_p50_ms"] is None else f"{r['latency_p50_ms']:.2f} / {r['latency_p95_ms']:.2f}"
+        lines.append(
+            f"| {r['planner']} | {r['suite']} | {r['category']} | {r['backend']} | {r['episodes']} "
+            f"| {r['success_rate']:.0%} ({lo:.0%}–{hi:.0%}) | {r['goals_held']:.0%} "
+            f"| {r['steps']:.0f} ({r['steps_ci95'][0]:.0f}–{r['steps_ci95'][1]:.0f}) "
+            f"| {r['replans']:.2f} ({r['replans_ci95'][0]:.2f}–{r['replans_ci95'][1]:.2f}) "
+            f"| {p50} | {r['tokens']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(results: list[dict[str, Any]], out_dir: Path, table: str | None = None) -> None:
     with open(out_dir / "results.csv", "w", newline="") as f:
         flat = [{k: (json.dumps(v) if isinstance(v, list) else v) for k, v in r.items()} for r in results]
         writer = csv.DictWriter(f, fieldnames=list(flat[0]))
         writer.writeheader()
         writer.writerows(flat)
-    (out_dir / "results.md").write_text(markdown(results))
+    (out_dir / "results.md").write_text(markdown(results) if table is None else table)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
 
 
@@ -143,6 +189,37 @@ def plot_success_vs_length(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_xlabel("doors between start and goal")
         ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("success rate (95 % Wilson)")
+    axes[0][-1].legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_success_by_category(results: list[dict[str, Any]], path: Path) -> None:
+    """Tabletop: success (95 % Wilson) per category, one bar per planner and suite, one panel per backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    backends = sorted({r["backend"] for r in results})
+    categories = sorted({r["category"] for r in results})
+    planners = _planners(results)
+    width = 0.8 / len(planners)
+    fig, axes = plt.subplots(1, len(backends), figsize=(1.2 * len(categories) + 3, 4), squeeze=False, sharey=True)
+    for ax, backend in zip(axes[0], backends, strict=True):
+        for rank, planner in enumerate(planners):
+            cells = {r["category"]: r for r in results if r["planner"] == planner and r["backend"] == backend}
+            xs = [i + (rank - (len(planners) - 1) / 2) * width for i, c in enumerate(categories) if c in cells]
+            ys = [cells[c]["success_rate"] for c in categories if c in cells]
+            lo = [cells[c]["success_rate"] - cells[c]["success_ci95"][0] for c in categories if c in cells]
+            hi = [cells[c]["success_ci95"][1] - cells[c]["success_rate"] for c in categories if c in cells]
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=planner)
+        ax.set_xticks(range(len(categories)), categories)
+        ax.set_title(backend)
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3, axis="y")
     axes[0][0].set_ylabel("success rate (95 % Wilson)")
     axes[0][-1].legend(loc="lower left", fontsize=8)
     fig.tight_layout()
@@ -228,6 +305,8 @@ def write_report(sweep_dir: Path, command: str | None = None) -> Path:
     """Aggregate a sweep directory into tables, plots and report.md; returns the report's path."""
     sweep_dir = Path(sweep_dir)
     rows = load_rows(sweep_dir)
+    if domain_of(rows) == "tabletop":
+        return write_tabletop_report(sweep_dir, rows, command)
     results = aggregate(rows)
     write_tables(results, sweep_dir)
     plot_success_vs_length(rows, sweep_dir / "success_vs_length.png")
@@ -269,6 +348,57 @@ def write_report(sweep_dir: Path, command: str | None = None) -> Path:
         f"{thumbs['backend']})",
         "",
         "![trajectories](trajectories.png)",
+        "",
+        "## Failure reasons",
+        "",
+        _failures(rows),
+    ]
+    if config:
+        lines += ["## Configuration (one job)", "", "```yaml", config.rstrip(), "```", ""]
+    report = sweep_dir / "report.md"
+    report.write_text("\n".join(lines))
+    return report
+
+
+def write_tabletop_report(sweep_dir: Path, rows: list[dict[str, Any]], command: str | None) -> Path:
+    """A tabletop sweep's tables, plots and report.md (its cells per category; no top-down paths)."""
+    results = aggregate(rows, TABLETOP_GROUP, TABLETOP_METRICS)
+    table = tabletop_markdown(results)
+    write_tables(results, sweep_dir, table)
+    plot_success_by_category(results, sweep_dir / "success_by_category.png")
+    plot_latency(rows, sweep_dir / "latency.png")
+    config = _job_config(sweep_dir)
+    layouts = sorted({r["layout"] for r in rows})
+    lines = [
+        f"# Planner benchmark on the tabletop: `{sweep_dir.name}`",
+        "",
+        f"{dt.datetime.now().strftime('%Y-%m-%d %H:%M')}, {platform.node() or 'this machine'} "
+        f"({platform.machine()}, Python {platform.python_version()}); {len(rows)} episodes "
+        f"({len(layouts)} random layout{'s' if len(layouts) > 1 else ''} of every task per seed).",
+        "",
+        *_conditions(rows),
+        "## Reproduce",
+        "",
+        "```bash",
+        command or "hrl-benchmark grid=tabletop name=" + sweep_dir.name,
+        "```",
+        "",
+        "Running it again with the same `name` resumes: episodes already in `episodes/` are skipped.",
+        "",
+        "## Results",
+        "",
+        "Success: 95 % Wilson interval, judged on the final state after the arm let go; goals held: the share of",
+        "the tasks' goals (`object on target`) that hold at the end; steps and replans: 95 % bootstrap interval of",
+        "the mean; latency: median and 95th percentile over every planner call.",
+        "",
+        table,
+        "## Success per category",
+        "",
+        "![success by category](success_by_category.png)",
+        "",
+        "## Planning latency",
+        "",
+        "![latency](latency.png)",
         "",
         "## Failure reasons",
         "",
@@ -336,7 +466,7 @@ def _rank(planner: str) -> tuple[int, str]:
 
 
 def _sort_key(key: tuple) -> tuple:
-    return (_rank(key[0]), key[1], key[2])
+    return (_rank(key[0]), *key[1:])
 
 
 def _planners(rows: list[dict[str, Any]]) -> list[str]:
