@@ -55,7 +55,7 @@ def make_base_env(world: Any, robot: Any, backend: str) -> Any:
 
 
 class CommandTimeline:
-    """Velocity commands in arrival order and the one a base holds at a given time.
+    """Velocity commands in arrival order, and what a base does with them over time.
 
     Args:
         timeout_s: a command older than this reads as a stop (as a base's command watchdog does).
@@ -70,7 +70,7 @@ class CommandTimeline:
         self.last: tuple[float, float, float] | None = None  # the latest command added (arrival time, v, w)
 
     def add(self, t: float, v: float, w: float) -> None:
-        """A command (m/s, rad/s) that arrived at ``t`` (s, on the clock :meth:`at` is asked on)."""
+        """A command (m/s, rad/s) that arrived at ``t`` (s, on the clock :meth:`mean` is asked on)."""
         bisect.insort(self.pending, (t + self.delay_s, float(v), float(w)))  # receive times can tie or swap by µs
         self.last = (t, float(v), float(w))
 
