@@ -118,6 +118,8 @@ def _task(f: Fields, scene: Any) -> TabletopTask:
                     name(f"goals[{j}]", parts[1].strip(), objects + places, "an object or place"),
                 )
             )
+        if not goals:
+            raise f.error("goals", "must list at least one '<object> on <object or place>'")
     elif form == "stack":
         tower = [name(f"stack[{j}]", o, objects, "an object") for j, o in enumerate(f.items("stack"))]
         if len(tower) < 2 or len(set(tower)) != len(tower):

@@ -49,6 +49,8 @@ from sim.tabletop.scene import BIN_WALL_THICKNESS
 CARRY_HEIGHT, HOVER, APPROACH = 0.12, 0.05, 0.1
 #: How close a waypoint (lift, hover) and the final placement must be reached (m).
 WAYPOINT_TOLERANCE, PLACE_TOLERANCE = 0.02, 0.01
+#: ... and over a place, whose spots lie outside the skill's training goals (the release's servo corrects it).
+HOVER_TOLERANCE = 0.03
 #: ``on`` holds when the object's centre is this close (m) horizontally to the centre of the one below and its
 #: height is that of resting on it within ``ON_HEIGHT``; in a place, when it rests inside the place.
 ON_XY, ON_HEIGHT = 0.02, 0.012
@@ -57,7 +59,7 @@ ON_XY, ON_HEIGHT = 0.02, 0.012
 OPEN_STEPS, RETREAT, RETREAT_SPEED = 4, 0.1, 0.3
 #: Before letting go, the held object is servoed onto its goal within ``ALIGN_TOLERANCE`` (m), for at most
 #: ``ALIGN_STEPS`` steps at ``ALIGN_SPEED`` (action units).
-ALIGN_TOLERANCE, ALIGN_STEPS, ALIGN_SPEED = 0.003, 20, 0.2
+ALIGN_TOLERANCE, ALIGN_STEPS, ALIGN_SPEED = 0.003, 30, 0.2
 #: ... held this far (m) above where it rests (and its fingertips, ``FINGERTIPS`` below the TCP, this far above
 #: what it will rest on), so that aligning does not drag what is below.
 ALIGN_ABOVE, FINGERTIPS = 0.004, 0.007
@@ -152,7 +154,7 @@ class TabletopDomain:
         lower = (Step("pick_place", target, obj, PLACE_TOLERANCE, 40, f"onto {on}"),) if on in names["object"] else ()
         return (
             *_pick(obj),
-            Step("pick_place", hover, obj, WAYPOINT_TOLERANCE, 60, f"over {on}"),
+            Step("pick_place", hover, obj, WAYPOINT_TOLERANCE if lower else HOVER_TOLERANCE, 60, f"over {on}"),
             *lower,
             Step("release", target, obj, label="release"),
         )
@@ -373,6 +375,10 @@ def _align(env: Any, step: Step, max_steps: int, on_step: Callable[[], None]) ->
         error = goal - e.physics.object_state(step.object).position
         if np.linalg.norm(error) < ALIGN_TOLERANCE:
             return k
+        if error[2] > ALIGN_TOLERANCE:
+            error[:2] = 0.0  # up first: moving sideways while touching the block below drags it along
+        elif np.hypot(error[0], error[1]) > 2 * ALIGN_TOLERANCE:
+            error[2] = max(error[2], 0.0)  # over the spot, then down: the fingers clear a bin's walls
         env.step(np.append(np.clip(error / TCP_STEP, -ALIGN_SPEED, ALIGN_SPEED), -1.0))
         on_step()
     return min(ALIGN_STEPS, max_steps)
