@@ -175,13 +175,15 @@ def test_hrl_benchmark_sweeps_a_tabletop_suite_resumes_and_reports_per_category(
 
 
 # ---- hrl-demo ----------------------------------------------------------------------------------------------
-def test_hrl_demo_stacks_the_red_block_on_the_blue_one_in_pybullet_with_its_video(tmp_path, capsys):
+@pytest.mark.parametrize("backend", ["mujoco", "pybullet"])
+def test_hrl_demo_runs_the_readmes_tabletop_instruction_with_its_video(tmp_path, capsys, backend):
+    """The README's command: the red block stacked on the blue one, in either simulator."""
     out = tmp_path / "demo"
     code = demo(["Stack the red block on the blue one.", "--domain", "tabletop", "--goals", "red_block on blue_block",
-                 "--backend", "pybullet", "--out", str(out)])  # fmt: skip
+                 "--backend", backend, "--out", str(out)])  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     assert code == 0 and summary["success"] is True and summary["verdict"] == "done", summary["reason"]
-    assert (summary["backend"], summary["goals_reached"], summary["goals_total"]) == ("pybullet", 1, 1)
+    assert (summary["backend"], summary["goals_reached"], summary["goals_total"]) == (backend, 1, 1)
     plan = json.loads((out / "plan.json").read_text())
     assert plan["goals"] == ["red_block on blue_block"] and plan["plans"][0] == ["place red_block on blue_block"]
     assert jsonl(out / "events.jsonl")[-1]["kind"] == "done"
