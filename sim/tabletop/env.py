@@ -116,6 +116,9 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         n_act = 3 if self.block_gripper else 4
         self.action_space = gym.spaces.Box(-1.0, 1.0, (n_act,), np.float32)
         self._goal = np.zeros(3)
+        # Cubes: a quarter turn about any axis gives the same cube, so the observation shows the rotation nearest
+        # to upright (a cube tipped over by a grasp then looks like the cubes a skill learned on).
+        self._cubes = {o.name for o in self.scene.objects if o.shape == "box" and len(set(o.size)) == 1}
         self._steps = 0
         self._fk: tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
         obs = self._observe()
@@ -159,12 +162,24 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """The desired goal (a copy): the TCP target in ``reach`` mode, the goal object's target otherwise."""
         return self._goal.copy()
 
-    def observation_as(self, goal_mode: str, block_gripper: bool) -> dict[str, np.ndarray]:
+    def observation_as(
+        self, goal_mode: str, block_gripper: bool, object: str | None = None, goal: Any = None
+    ) -> dict[str, np.ndarray]:
         """The observation an env of ``goal_mode`` (with or without a blocked gripper) would give in the current
-        state: how the hierarchy runs a skill trained in another mode (a push skill in a pick-and-place scene)."""
+        state: how the hierarchy runs a skill trained in another mode (a push skill in a pick-and-place scene).
+        ``object`` and ``goal`` ask what it would be for another goal object and goal (a planner weighing
+        candidate subgoals with the skill's critic), without changing the env's own."""
         if goal_mode not in GOAL_MODES:
             raise ValueError(f"goal_mode must be one of {', '.join(GOAL_MODES)}, got {goal_mode!r}")
-        return self._observe(goal_mode, block_gripper, images=False)
+        kept = self.object, self._goal
+        try:
+            if object is not None:
+                self.object = self._check_object(object)
+            if goal is not None:
+                self._goal = np.asarray(goal, dtype=float)
+            return self._observe(goal_mode, block_gripper, images=False)
+        finally:
+            self.object, self._goal = kept
 
     def _observe(
         self, goal_mode: str | None = None, block_gripper: bool | None = None, images: bool = True
@@ -184,6 +199,8 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             # from the TCP (what a push or a grasp must close).
             rx = [1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)]
             rz = [2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)]
+            if self.object in self._cubes:
+                rx, rz = _canonical_cube_axes(np.array(rx), np.array(rz))
             parts += [s.position, s.position - p, rx, rz, s.linear_velocity, s.angular_velocity]
         obs = {
             "observation": np.concatenate([np.asarray(a, dtype=np.float32).ravel() for a in parts]),
@@ -324,3 +341,29 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def close(self) -> None:
         self.physics.close()
+
+
+def _cube_symmetries() -> np.ndarray:
+    """The 24 rotations that map a cube onto itself (signed permutation matrices of determinant +1)."""
+    import itertools
+
+    out = []
+    for perm in itertools.permutations(range(3)):
+        for signs in itertools.product((1, -1), repeat=3):
+            m = np.zeros((3, 3))
+            for row, (col, sign) in enumerate(zip(perm, signs, strict=True)):
+                m[row, col] = sign
+            if np.linalg.det(m) > 0:
+                out.append(m)
+    return np.array(out)
+
+
+_CUBE_SYMMETRIES = _cube_symmetries()
+
+
+def _canonical_cube_axes(rx: np.ndarray, rz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The x and z axes of the cube's rotation composed with the symmetry that brings it nearest to upright."""
+    r = np.column_stack([rx, np.cross(rz, rx), rz])
+    best = _CUBE_SYMMETRIES[int(np.argmax(np.einsum("ij,kji->k", r, _CUBE_SYMMETRIES)))]
+    c = r @ best
+    return c[:, 0], c[:, 2]

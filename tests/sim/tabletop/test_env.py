@@ -185,3 +185,21 @@ def test_observation_as_another_mode_equals_that_modes_env(mode):
     np.testing.assert_allclose(got["desired_goal"], goal, atol=1e-6)
     with pytest.raises(ValueError, match="goal_mode must be one of"):
         full.observation_as("stack", block_gripper=True)
+
+
+def test_a_cube_turned_a_quarter_turn_is_observed_as_the_same_cube():
+    """A grasp that tips a cube over leaves the same cube: the observation shows the rotation nearest upright
+    (so the skill, which learned on upright cubes, can grasp it again); a small yaw is kept as it is."""
+    from scipy.spatial.transform import Rotation
+
+    from sim.tabletop.env import _CUBE_SYMMETRIES, _canonical_cube_axes
+
+    assert len(_CUBE_SYMMETRIES) == 24
+    yaw = Rotation.from_euler("z", 12, degrees=True).as_matrix()
+    for sym in _CUBE_SYMMETRIES:
+        r = yaw @ sym
+        rx, rz = _canonical_cube_axes(r[:, 0], r[:, 2])
+        np.testing.assert_allclose(rx, yaw[:, 0], atol=1e-9)
+        np.testing.assert_allclose(rz, yaw[:, 2], atol=1e-9)
+    env = make(scene="blocks", goal_mode="pick_place")
+    assert env._cubes == {"blue_block", "red_block", "yellow_block"}
