@@ -5,6 +5,9 @@
 * ``llm_route``: the model emits the whole route (doors, rooms, objects); it is checked against the
   map and every door is expanded into approach points.
 
+``llm_goals`` also plans on the tabletop (:mod:`llm_planner.planners.llm_tabletop`): given a
+:class:`~llm_planner.tabletop.TabletopView`, the model answers a ``TabletopPlan`` of the domain's subgoals.
+
 Every call: prompt from Jinja2 templates (scene + retrieved worked examples + instruction), decoding
 constrained to the answer's JSON schema with the scene's names as enums, parse + validate + ground.
 An invalid answer is sent back with the error (at most ``max_attempts`` calls); with
@@ -44,6 +47,8 @@ from llm_planner.llm.backend import LLMBackend, LLMError, Message, make_backend
 from llm_planner.llm.prompts import DEFAULT_EXAMPLES, ExampleBank, PromptBuilder, load_examples, robot_whereabouts
 from llm_planner.plan import Plan, PlanError
 from llm_planner.planners.graph import GraphPlanner, room_name
+from llm_planner.planners.llm_tabletop import TABLETOP_MAX_TOKENS, TabletopReader
+from llm_planner.tabletop import TabletopView
 from sim.world import World
 
 MODES = ("llm_goals", "llm_route")
@@ -61,6 +66,8 @@ _TOTALS = ("calls", "llm_calls", "cache_hits", "prompt_tokens", "completion_toke
 
 
 class LLMPlanner:
+    domains: tuple[str, ...] = ("navigation",)
+
     def __init__(
         self,
         mode: str = "llm_goals",
@@ -287,10 +294,17 @@ class LLMPlanner:
             raise PlanError(f"cannot tell which place {phrase!r} means") from None
 
     def ask(
-        self, messages: list[Message], world: World, check: Any = None, parse: Any = None, schema: Any = "auto"
+        self,
+        messages: list[Message],
+        world: World | None,
+        check: Any = None,
+        parse: Any = None,
+        schema: Any = "auto",
+        max_tokens: int | None = None,
     ) -> GoalsAnswer | RouteAnswer:
         """Ask until a valid answer (at most ``max_attempts`` rounds, each of ``self_consistency``
-        samples); PlanError with the last problem when none is valid."""
+        samples); PlanError with the last problem when none is valid. ``max_tokens``: per answer, when not
+        the planner's (the tabletop's plans are longer)."""
         if schema == "auto":
             schema = answer_schema(self.mode, world) if self.constrained else None
         parse = parse or (lambda raw: parse_answer(self.mode, raw, world))
@@ -302,7 +316,8 @@ class LLMPlanner:
             last_text = ""
             for k in range(self.self_consistency):
                 greedy = k == 0
-                text = self._complete(messages, schema, 0.0 if greedy else self.temperature, self.seed + k, attempt)
+                temperature = 0.0 if greedy else self.temperature
+                text = self._complete(messages, schema, temperature, self.seed + k, attempt, max_tokens)
                 last_text = text
                 try:
                     answer = parse(text)
@@ -327,10 +342,19 @@ class LLMPlanner:
             f"{self.mode}: no valid answer from {self.backend.model_id} in {self.max_attempts} attempts; last: {error}"
         )
 
-    def _complete(self, messages: list[Message], schema: Any, temperature: float, seed: int, attempt: int) -> str:
+    def _complete(
+        self,
+        messages: list[Message],
+        schema: Any,
+        temperature: float,
+        seed: int,
+        attempt: int,
+        max_tokens: int | None = None,
+    ) -> str:
+        max_tokens = max_tokens or self.max_tokens
         key = hashlib.sha256(
             json.dumps(
-                [self.backend.model_id, messages, schema, temperature, seed, self.max_tokens], sort_keys=True
+                [self.backend.model_id, messages, schema, temperature, seed, max_tokens], sort_keys=True
             ).encode()
         ).hexdigest()
         record: dict[str, Any] = {"attempt": attempt, "valid": False, "error": None}
@@ -342,9 +366,7 @@ class LLMPlanner:
             return hit["text"]
         t0 = time.perf_counter()
         try:
-            out = self.backend.complete(
-                messages, schema, temperature=temperature, max_tokens=self.max_tokens, seed=seed
-            )
+            out = self.backend.complete(messages, schema, temperature=temperature, max_tokens=max_tokens, seed=seed)
         except LLMError as err:
             self._record(
                 {
@@ -424,10 +446,20 @@ def _reached_in_order(targets: list[str], world: World, reached: tuple[str, ...]
 
 
 class LLMGoalsPlanner(LLMPlanner):
-    """``planner=llm_goals``: the model reads the targets; the graph planner routes."""
+    """``planner=llm_goals``: the model reads the targets and the graph planner routes (navigation), or the model
+    answers the tabletop's subgoals (tabletop; ``tabletop_examples``: your own bank of worked examples, YAML like
+    ``llm_planner/prompts/tabletop_examples.yaml``)."""
 
-    def __init__(self, **params: Any) -> None:
+    domains = ("navigation", "tabletop")
+
+    def __init__(self, tabletop_examples: str | None = None, **params: Any) -> None:
         super().__init__(mode="llm_goals", **params)
+        self.tabletop = TabletopReader(self, tabletop_examples, params.get("max_tokens") or TABLETOP_MAX_TOKENS)
+
+    def _plan(self, task: Any, scene: Any, feedback: Any) -> Any:
+        if isinstance(scene, TabletopView):
+            return self.tabletop.plan(task, scene, feedback)
+        return super()._plan(task, scene, feedback)
 
 
 class LLMRoutePlanner(LLMPlanner):
