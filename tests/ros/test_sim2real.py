@@ -36,7 +36,7 @@ def test_nominal_run_replays_closely_in_both_simulators(bags):
     summary.pop("_replays")
     assert summary["robot"]["success"] and None not in summary["robot"]["time_to_subgoal_s"]
     for backend, b in summary["backends"].items():
-        # The same robot: the replay follows the recorded path (typically 4-9 mm ATE). The robot and the
+        # The same robot: the replay follows the recorded path (2-9 mm ATE measured, also under load). The robot and the
         # recorder receive each /cmd_vel up to a few ms apart under load; both apply a command from its arrival
         # time (hrl.base_drive), so that costs a few ms' worth of motion, not a control period
         # (test_replay_follows_the_robot_when_commands_straddle_period_boundaries).
