@@ -6,6 +6,10 @@ with the domain's skills until the step is reached, its budget is spent, the ski
 step limit is hit, and after a failure (or a plan that ends with goals still open) asks again with typed
 :class:`~hierarchy.domain.Feedback`, at most ``max_replans`` times. The episode ends with the domain's
 ``finish`` and is judged by its ``progress``: every goal of the task holding in the final state.
+
+A step-wise planner (``planner.stepwise = True``: SayCan) returns one subgoal per call and is asked again after
+each, until it raises :class:`~llm_planner.plan.PlanDone` (the final state then decides) or
+``max_planner_calls`` is reached; ``planner.reset()``, when it exists, starts each episode.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hierarchy.domain import Domain, Event, EventKind, Feedback, GroundedSubgoal, Outcome
-from llm_planner.plan import PlanError
+from llm_planner.plan import PlanDone, PlanError
 
 
 @dataclass
@@ -24,12 +28,16 @@ class AgentConfig:
 
     max_replans: int = 3
     max_episode_steps: int = 1500
+    #: A step-wise planner (``planner.stepwise``, e.g. saycan) is asked again after each subgoal; this bounds it.
+    max_planner_calls: int = 40
 
     def __post_init__(self) -> None:
         if self.max_replans < 0:
             raise ValueError(f"max_replans must be >= 0, got {self.max_replans}")
         if self.max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
+        if self.max_planner_calls < 1:
+            raise ValueError(f"max_planner_calls must be >= 1, got {self.max_planner_calls}")
 
 
 @dataclass
@@ -78,16 +86,26 @@ class Agent:
         total = len(task.goals)
         done, replans, feedback = 0, 0, None
         reason = ""
+        stepwise = bool(getattr(self.planner, "stepwise", False))
+        if hasattr(self.planner, "reset"):
+            self.planner.reset()  # a step-wise planner's history of this episode
         while True:
-            subgoals = run.plan(task.remaining(done), feedback)
+            if len(run.latencies) >= self.config.max_planner_calls:
+                reason = f"planner_calls: {len(run.latencies)} calls without finishing the task"
+                break
+            # a step-wise planner reads the whole task and says when it is done; the others plan what is left
+            subgoals = run.plan(task if stepwise else task.remaining(done), feedback)
             if subgoals is None:
                 reason = run.stop_reason
                 break
             failed, outcome = run.execute(subgoals)
             done = self.domain.progress(task, env)
-            if done == total:
+            if done == total and not stepwise:
                 reason = "success"
                 break
+            if failed is None and stepwise:
+                feedback = None  # the step went as planned: ask for the next one
+                continue
             if failed is None:
                 failed, outcome = subgoals[-1].label, "plan_ended_short_of_goal"
             exhausted = replans >= self.config.max_replans
@@ -146,6 +164,11 @@ class _Run:
         t0 = time.perf_counter()
         try:
             plan = planner.plan(task, scene, feedback)
+        except PlanDone as done:  # a step-wise planner judges the task done: the final state decides
+            self.latencies.append(time.perf_counter() - t0)
+            self.stop_reason = f"planner_done: {done}"
+            self.event(EventKind.PLAN, self.stop_reason)
+            return None
         except Exception as err:  # a planner fault ends the episode cleanly, with its cause recorded
             self.latencies.append(time.perf_counter() - t0)
             self.stop_reason = f"planner_error: {type(err).__name__}: {err}"

@@ -84,6 +84,7 @@ PLANNERS: dict[str, str] = {
     "sorb": "llm_planner.planners.sorb:SoRBPlanner",
     "sorb_safe": "llm_planner.planners.sorb_safe:SafeSoRBPlanner",
     "symbolic": "llm_planner.planners.symbolic:SymbolicPlanner",
+    "saycan": "llm_planner.planners.saycan:SayCanPlanner",
     "llm_goals": "llm_planner.planners.llm:LLMGoalsPlanner",
     "llm_route": "llm_planner.planners.llm:LLMRoutePlanner",
 }

@@ -26,6 +26,10 @@ class PlanError(ValueError):
     """A plan that cannot be executed: malformed, empty, or not grounded in the map."""
 
 
+class PlanDone(Exception):  # noqa: N818 (an answer, not an error)
+    """A step-wise planner's answer that nothing is left to do (SayCan's "done")."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -195,6 +199,7 @@ __all__ = [
     "GroundedSubgoal",
     "LandmarkTarget",
     "Plan",
+    "PlanDone",
     "PlanError",
     "PlanModel",
     "PointTarget",

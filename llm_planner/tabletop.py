@@ -8,7 +8,8 @@ Planners speak this; :mod:`hierarchy.tabletop` grounds it into skill calls and j
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -71,6 +72,9 @@ class TabletopView:
     places: tuple[PlaceView, ...]
     tcp: tuple[float, float, float]
     holding: str | None = None
+    #: ``(goal_mode, block_gripper, object, goal) -> observation``: what a skill would observe now for a candidate
+    #: goal (SayCan's affordances: the skill's critic on it); None where the robot offers none.
+    skill_observation: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
 
     def names(self) -> dict[str, list[str]]:
         return {"object": [o.name for o in self.objects], "place": [p.name for p in self.places]}

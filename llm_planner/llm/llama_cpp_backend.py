@@ -143,6 +143,47 @@ class LlamaCppBackend:
             self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
         return self._grammars[key]
 
+    def score(self, prompt: str, continuations: list[str]) -> list[float]:
+        """The mean log-probability per token of each continuation after ``prompt`` (SayCan's language score).
+        The prompt is evaluated once; each continuation is evaluated from its KV state, token by token."""
+
+        llm = self._llm
+        t0 = time.perf_counter()
+        try:
+            head = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+            llm.reset()
+            llm.eval(head)
+            first = self._last_logits()
+            out = []
+            for text in continuations:
+                tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+                if not tokens:
+                    raise LLMError(f"continuation {text!r} has no tokens")
+                llm.n_tokens = len(head)  # back to the prompt's KV state (eval drops what lies beyond it)
+                logits, total = first, 0.0
+                for k, token in enumerate(tokens):
+                    total += float(logits[token] - _logsumexp(logits))
+                    if k + 1 < len(tokens):
+                        llm.eval([token])
+                        logits = self._last_logits()
+                out.append(total / len(tokens))
+        except LLMError:
+            raise
+        except Exception as err:  # e.g. the prompt exceeds n_ctx
+            raise LLMError(f"llama.cpp failed to score on {self.path.name}: {err}") from None
+        finally:
+            llm.reset()  # the next completion re-evaluates its prompt (or takes it from the state cache)
+        self.last_score_latency_s = time.perf_counter() - t0
+        return out
+
+    def _last_logits(self) -> Any:
+        """The logits after the last evaluated token (llama-cpp-python keeps them only with logits_all)."""
+        import llama_cpp
+        import numpy as np
+
+        n_vocab = self._llm.n_vocab()
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits(self._llm.ctx), shape=(n_vocab,)).astype(np.float64)
+
     def complete(
         self,
         messages: list[Message],
@@ -172,3 +213,10 @@ class LlamaCppBackend:
             latency_s=time.perf_counter() - t0,
             model=self.path.name + (f"+{self.lora.name}" if self.lora else ""),
         )
+
+
+def _logsumexp(x: Any) -> float:
+    import numpy as np
+
+    m = float(np.max(x))
+    return m + float(np.log(np.sum(np.exp(x - m))))

@@ -113,6 +113,38 @@ class OpenAIBackend:
             model=str(out.model or self.model),
         )
 
+    def score(self, prompt: str, continuations: list[str]) -> list[float]:
+        """The mean log-probability per token of each continuation after ``prompt``, from the server's echoed
+        prompt logprobs (``/v1/completions`` with ``echo``; llama.cpp's server needs ``--logits_all true``)."""
+        out = []
+        for text in continuations:
+            try:
+                r = self._client.completions.create(
+                    model=self.model, prompt=prompt + text, max_tokens=1, temperature=0.0, echo=True, logprobs=0
+                )
+                lp = r.choices[0].logprobs
+            except self._openai.OpenAIError as err:
+                raise LLMError(self._describe(err)) from None
+            except (AttributeError, IndexError, TypeError) as err:
+                raise LLMError(f"{self.base_url} answered with something that is not a completion: {err}") from None
+            end = len(prompt) + len(text)
+            values = (
+                [
+                    v
+                    for offset, v in zip(lp.text_offset or [], lp.token_logprobs or [], strict=False)
+                    if len(prompt) <= offset < end and v is not None
+                ]
+                if lp is not None
+                else []
+            )
+            if not values:
+                raise LLMError(
+                    f"{self.base_url} returned no logprobs of the echoed prompt, which scoring text needs: serve a "
+                    "model with prompt logprobs (llama.cpp's server: --logits_all true; vLLM does by default)"
+                )
+            out.append(sum(values) / len(values))
+        return out
+
     def _describe(self, err: Exception) -> str:
         o = self._openai
         tries = f"after {self.max_retries + 1} attempt(s)"
