@@ -113,29 +113,6 @@ def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
 
 
-class TextIndex:
-    """TF-IDF cosine similarity over the words of a list of texts (the example banks' retrieval)."""
-
-    def __init__(self, texts: list[str]) -> None:
-        docs = [Counter(words(t)) for t in texts]
-        n = len(docs)
-        df = Counter(w for d in docs for w in d)
-        self._idf = {w: math.log((1 + n) / (1 + c)) + 1 for w, c in df.items()}
-        self._vectors = [self._vector(d) for d in docs]
-
-    def _vector(self, counts: Counter[str]) -> dict[str, float]:
-        v = {w: c * self._idf.get(w, 1.0) for w, c in counts.items()}
-        norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
-        return {w: x / norm for w, x in v.items()}
-
-    def nearest(self, text: str, k: int) -> list[int]:
-        """The indices of the ``k`` most similar texts, least similar first."""
-        q = self._vector(Counter(words(text)))
-        scored = [(sum(q.get(w, 0.0) * x for w, x in v.items()), i) for i, v in enumerate(self._vectors)]
-        best = sorted(scored, key=lambda s: (-s[0], s[1]))[:k]
-        return [i for _, i in reversed(best)]
-
-
 class ExampleBank:
     """Worked examples of one map, and TF-IDF retrieval over their instructions."""
 
@@ -145,12 +122,24 @@ class ExampleBank:
         for e in self.examples:
             for name in (*e.targets, *e.avoid):
                 world.resolve(name)  # a broken bank fails loudly, with the known names
-        self._index = TextIndex([e.text for e in self.examples])
+        docs = [Counter(words(e.text)) for e in self.examples]
+        n = len(docs)
+        df = Counter(w for d in docs for w in d)
+        self._idf = {w: math.log((1 + n) / (1 + c)) + 1 for w, c in df.items()}
+        self._vectors = [self._vector(d) for d in docs]
         self._spans: dict[str, tuple[list[str], list[str]] | None] = {}  # example text -> its phrases
+
+    def _vector(self, counts: Counter[str]) -> dict[str, float]:
+        v = {w: c * self._idf.get(w, 1.0) for w, c in counts.items()}
+        norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
+        return {w: x / norm for w, x in v.items()}
 
     def nearest(self, text: str, k: int) -> list[Example]:
         """The ``k`` most similar examples, least similar first (the nearest ends up next to the question)."""
-        return [self.examples[i] for i in self._index.nearest(text, k)]
+        q = self._vector(Counter(words(text)))
+        scored = [(sum(q.get(w, 0.0) * x for w, x in v.items()), i) for i, v in enumerate(self._vectors)]
+        best = sorted(scored, key=lambda s: (-s[0], s[1]))[:k]
+        return [self.examples[i] for _, i in reversed(best)]
 
     def spans(self, ex: Example) -> tuple[list[str], list[str]] | None:
         """The phrases of an example's instruction that name its targets and avoided rooms (given in the

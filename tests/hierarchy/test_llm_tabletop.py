@@ -49,7 +49,7 @@ def test_the_prompt_shows_the_scene_and_the_schema_names_its_blocks_with_kind_re
     assert "blue_block: blue, 5 cm (big)" in system and "red_block: red, 4 cm (small)" in system
     assert BLOCKS.text() in last and last.endswith("Instruction: Stack red on blue and yellow on red.")
     shots = [m["content"] for m in body["messages"][1:-1:2]]
-    assert len(shots) == 4 and all("Scene now" not in s for s in shots)  # the examples show the instruction only
+    assert len(shots) == 6 and all("Scene now" not in s for s in shots)  # the examples show the instruction only
 
 
 def test_an_answer_naming_what_the_scene_lacks_is_sent_back_with_the_error():
