@@ -8,6 +8,7 @@ and ``plan_exact``: the planner's first plan for the task is exactly the task's 
 planner on the episode's first scene, which the LLM planner answers from its cache.
 
     python benchmarks/tabletop_language.py [--quick] [--no-record] [--planners llm_goals symbolic] [--seed 0]
+        [--llm-threads N]
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ def main() -> None:
     parser.add_argument("--backend", default="mujoco", choices=["mujoco", "pybullet"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/bench/tabletop_language"))
+    parser.add_argument(
+        "--llm-threads",
+        type=int,
+        default=None,
+        help="llama.cpp threads (default: all cores; on a machine loaded by other work 1 can be several times faster)",
+    )
     args = parser.parse_args()
     from hrl.hierarchy_eval import wilson
 
@@ -75,7 +82,8 @@ def main() -> None:
     cells: dict[str, Any] = {}
     t0 = time.perf_counter()
     for name in args.planners:
-        planner = make_planner(name)
+        threads = {"backend_params": {"n_threads": args.llm_threads}} if args.llm_threads and "llm" in name else {}
+        planner = make_planner(name, **threads)
         rows: list[dict[str, Any]] = []
         for suite in suites:
             suite_rows, _ = run_tabletop_suite(
@@ -115,6 +123,7 @@ def main() -> None:
         "quick": args.quick,
         "seed": args.seed,
         "backend": args.backend,
+        "llm_threads": args.llm_threads,
         "episodes": sum(len(s.tasks) for s in suites),
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "cells": cells,
