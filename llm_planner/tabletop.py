@@ -168,4 +168,9 @@ class TabletopPlan(PlanModel):
                 defs[key]["properties"]["object"] = objects
             defs["PlaceSubgoal"]["properties"]["on"] = targets
             defs["PushSubgoal"]["properties"]["to"] = places
+            if not places["enum"]:  # a scene without places: no push (an empty enum is an empty grammar rule)
+                items = schema["properties"]["subgoals"]["items"]
+                items["oneOf"] = [r for r in items["oneOf"] if r["$ref"] != "#/$defs/PushSubgoal"]
+                items["discriminator"]["mapping"].pop("push", None)
+                del defs["PushSubgoal"]
         return schema

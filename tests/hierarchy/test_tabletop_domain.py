@@ -332,3 +332,19 @@ def test_reach_skill_holds_the_gripper_command_its_step_asks_for(domain, blocks)
     closing = Step("reach", lambda e: goal, None, 0.02, 40, gripper=-1.0)
     assert reach.run(blocks, closing, 40, lambda: None).outcome == Outcome.REACHED
     assert blocks.physics.finger_width() < 0.07
+
+
+def test_a_scene_without_places_has_no_push_in_its_schema():
+    """An empty enum of places would be an empty grammar rule in llama.cpp: the schema drops push instead."""
+    import json
+
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    from llm_planner.tabletop import TabletopPlan
+
+    schema = TabletopPlan.json_schema({"object": ["red_block", "blue_block"], "place": []})
+    assert "PushSubgoal" not in schema["$defs"]
+    assert "push" not in json.dumps(schema["properties"]["subgoals"])
+    assert "PushSubgoal" not in json_schema_to_gbnf(json.dumps(schema))
+    with_places = TabletopPlan.json_schema({"object": ["red_block"], "place": ["bin"]})
+    assert with_places["$defs"]["PushSubgoal"]["properties"]["to"]["enum"] == ["bin"]
