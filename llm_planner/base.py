@@ -90,8 +90,22 @@ PLANNERS: dict[str, str] = {
 }
 
 
-def register_planner(name: str, class_path: str) -> None:
-    PLANNERS[name] = class_path
+def register_planner(name: str, class_path: str | None = None) -> Any:
+    """Register a planner by name: ``register_planner("mine", "my_pkg.planners:Mine")`` (imported on first use),
+    or as a class decorator, ``@register_planner("mine")`` (registered when its module is imported)."""
+    if not name or not isinstance(name, str):
+        raise ValueError(f"a planner name must be a non-empty string, got {name!r}")
+    if class_path is not None:
+        if ":" not in class_path:
+            raise ValueError(f"class_path must read 'module:Class', got {class_path!r}")
+        PLANNERS[name] = class_path
+        return None
+
+    def decorate(cls: type) -> type:
+        PLANNERS[name] = f"{cls.__module__}:{cls.__qualname__}"
+        return cls
+
+    return decorate
 
 
 def planner_class(name: str) -> Callable[..., Planner]:
