@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hrl.tasks import TASKS_DIR, suite_path
 from llm_planner.tabletop import Relation, TabletopTask
 from robots._fields import ConfigFileError, Fields, did_you_mean, load_yaml_mapping
 
-TASKS_DIR = Path(__file__).resolve().parents[1] / "configs" / "task"
 SUITE_KEYS = ("name", "domain", "scene", "description", "max_episode_steps", "episodes")
 EPISODE_KEYS = ("text", "category", "goals", "stack", "sort", "clear")
 GOAL_FORMS = ("goals", "stack", "sort", "clear")
@@ -38,7 +38,7 @@ class TabletopSuite:
 
 def suite_domain(name_or_path: str | Path) -> str:
     """The ``domain`` a suite file declares (``navigation`` when it declares none)."""
-    data = load_yaml_mapping(_path(name_or_path))
+    data = load_yaml_mapping(suite_path(name_or_path))
     return str(data.get("domain", "navigation"))
 
 
@@ -49,7 +49,7 @@ def tabletop_suites() -> list[str]:
 
 def load_tabletop_suite(name_or_path: str | Path) -> TabletopSuite:
     """A shipped tabletop suite by name or a suite YAML by path; ConfigFileError names file and field."""
-    path = _path(name_or_path)
+    path = suite_path(name_or_path)
     return tabletop_suite_from_dict(load_yaml_mapping(path), source=str(path), default_name=path.stem)
 
 
@@ -79,16 +79,6 @@ def tabletop_suite_from_dict(data: Any, source: str = "tabletop suite", default_
         tasks=tasks,
         source=source,
     )
-
-
-def _path(name_or_path: str | Path) -> Path:
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = TASKS_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
-        raise ValueError(f"unknown task suite {str(name_or_path)!r}; known: {', '.join(known)}")
-    return path
 
 
 def _task(f: Fields, scene: Any) -> TabletopTask:

@@ -126,13 +126,19 @@ def _room_of(world: Any, place: Any) -> str | None:
 def load_suite(name_or_path: str | Path) -> TaskSuiteConfig:
     """A shipped suite by name (``"apartment_long"``) or a suite YAML by path; ConfigFileError (a
     ValueError) names the file and the field of anything malformed."""
+    path = suite_path(name_or_path)
+    return suite_from_dict(load_yaml_mapping(path), source=str(path), default_name=path.stem)
+
+
+def suite_path(name_or_path: str | Path) -> Path:
+    """The file of a shipped suite by name (any domain) or of a suite YAML by path; ValueError lists the known."""
     path = Path(name_or_path)
     if not path.suffix:
         path = TASKS_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
         raise ValueError(f"unknown task suite {str(name_or_path)!r}; known: {', '.join(known)}")
-    return suite_from_dict(load_yaml_mapping(path), source=str(path), default_name=path.stem)
+    return path
 
 
 def suite_from_dict(data: Any, source: str | None = None, default_name: str = "") -> TaskSuiteConfig:
