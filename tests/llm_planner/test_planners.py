@@ -8,12 +8,16 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from llm_planner.base import PLANNERS, Feedback, Scene, Task, make_planner
+from llm_planner.base import PLANNERS, Feedback, Scene, Task, make_planner, planner_class
 from llm_planner.plan import Plan, PlanError, ground
 from sim.world import Pose2D, load_world
 
 CHEAP: dict = {}
-MAP_PLANNERS = sorted(n for n in PLANNERS if not n.startswith("llm_"))
+MAP_PLANNERS = sorted(
+    n
+    for n in PLANNERS
+    if not n.startswith("llm_") and "navigation" in getattr(planner_class(n), "domains", ("navigation",))
+)
 
 
 @pytest.fixture(scope="module")
