@@ -157,8 +157,14 @@ class TabletopPlan(PlanModel):
 
     @classmethod
     def json_schema(cls, names: dict[str, list[str]] | None = None) -> dict[str, Any]:
-        """The JSON schema; with ``names`` ({"object": [...], "place": [...]}) names are restricted to those."""
+        """The JSON schema, every subgoal's ``kind`` required (a decoder may not skip it); with ``names``
+        ({"object": [...], "place": [...]}) names are restricted to those, and push is left out of a scene
+        without places."""
         schema = cls.model_json_schema()
+        for key, definition in schema["$defs"].items():
+            if key.endswith("Subgoal"):  # kind has a default, so pydantic leaves it optional: a grammar must not
+                required = definition.get("required", [])
+                definition["required"] = ["kind", *(r for r in required if r != "kind")]
         if names:
             objects = {"type": "string", "enum": sorted(names.get("object", []))}
             targets = {"type": "string", "enum": sorted(names.get("object", []) + names.get("place", []))}

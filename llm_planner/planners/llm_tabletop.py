@@ -80,24 +80,9 @@ def example_answer(goals: tuple[Relation, ...]) -> str:
 
 
 def decoding_schema(names: dict[str, list[str]]) -> dict[str, Any]:
-    """``TabletopPlan.json_schema(names)`` with every subgoal's ``kind`` required: it has a default, so the
-    schema leaves it optional, and a grammar that may skip it lets the model write a subgoal whose kind no parser
-    can tell (``{"object": ..., "on": ...}``). A subgoal that names what the scene has none of (``push`` to a place
-    in a scene without places: an empty enum, which no grammar can compile) is left out."""
-    schema = TabletopPlan.json_schema(names)
-    defs = schema["$defs"]
-    items = schema["properties"]["subgoals"]["items"]
-    for name, definition in list(defs.items()):
-        if "kind" not in definition.get("properties", {}):
-            continue
-        if any(p.get("enum") == [] for p in definition["properties"].values()):
-            ref = f"#/$defs/{name}"
-            items["oneOf"] = [alt for alt in items["oneOf"] if alt["$ref"] != ref]
-            items["discriminator"]["mapping"] = {k: v for k, v in items["discriminator"]["mapping"].items() if v != ref}
-            del defs[name]
-            continue
-        definition["required"] = ["kind", *(r for r in definition.get("required", []) if r != "kind")]
-    return schema
+    """The schema answers are decoded under: ``TabletopPlan.json_schema(names)`` (kinds required, no push in a
+    scene without places)."""
+    return TabletopPlan.json_schema(names)
 
 
 class TabletopAnswer(TabletopPlan):

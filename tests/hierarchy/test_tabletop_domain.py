@@ -348,3 +348,14 @@ def test_a_scene_without_places_has_no_push_in_its_schema():
     assert "PushSubgoal" not in json_schema_to_gbnf(json.dumps(schema))
     with_places = TabletopPlan.json_schema({"object": ["red_block"], "place": ["bin"]})
     assert with_places["$defs"]["PushSubgoal"]["properties"]["to"]["enum"] == ["bin"]
+
+
+def test_every_subgoal_kind_is_required_in_the_schema():
+    """kind has a default, which pydantic's schema leaves optional; a grammar that may skip it lets a model write a
+    subgoal no parser can tell apart."""
+    from llm_planner.tabletop import TabletopPlan
+
+    for names in (None, {"object": ["red_block"], "place": ["bin"]}):
+        defs = TabletopPlan.json_schema(names)["$defs"]
+        subgoals = [d for k, d in defs.items() if k.endswith("Subgoal")]
+        assert len(subgoals) == 5 and all(d["required"][0] == "kind" for d in subgoals)
