@@ -7,7 +7,6 @@ import pytest
 from llm_planner.base import PLANNERS, make_planner, planner_class, register_planner
 
 
-@register_planner("test_decorated")
 class DecoratedPlanner:
     name = "test_decorated"
     domains = ("tabletop",)
@@ -17,7 +16,9 @@ class DecoratedPlanner:
 
 
 def test_the_decorator_registers_the_class_by_its_import_path():
+    """Applied here, not at import: collecting this module must not add a planner other tests would list."""
     try:
+        assert register_planner("test_decorated")(DecoratedPlanner) is DecoratedPlanner
         assert PLANNERS["test_decorated"] == f"{__name__}:DecoratedPlanner"
         assert planner_class("test_decorated") is DecoratedPlanner
         assert isinstance(make_planner("test_decorated"), DecoratedPlanner)
