@@ -109,7 +109,8 @@ class Agent:
             if failed is None:
                 failed, outcome = subgoals[-1].label, "plan_ended_short_of_goal"
             exhausted = replans >= self.config.max_replans
-            if outcome in (Outcome.EPISODE_LIMIT, Outcome.OBJECT_LEFT_TABLE) or exhausted:
+            # aborted: stopped from outside (a robot's e-stop, unusable sensor data): replanning would not help
+            if outcome in (Outcome.EPISODE_LIMIT, Outcome.OBJECT_LEFT_TABLE, Outcome.ABORTED) or exhausted:
                 reason = f"{outcome} at {failed}" + (" (replans exhausted)" if exhausted else "")
                 break
             replans += 1

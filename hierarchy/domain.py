@@ -32,6 +32,9 @@ class Outcome(StrEnum):
     STUCK = "stuck"  # no progress over the skill's window
     OBJECT_LEFT_TABLE = "object_left_table"
     EPISODE_LIMIT = "episode_limit"
+    #: Stopped from outside the skill: a robot's e-stop, stale or unusable sensor data, a refused goal, a newer
+    #: call, shutdown (hrl.ros.arm_policy_node says why).
+    ABORTED = "aborted"
 
 
 class EventKind(StrEnum):

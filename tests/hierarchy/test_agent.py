@@ -149,6 +149,32 @@ def test_a_budget_of_one_step_ends_with_episode_limit_and_no_replan(domain, env_
     assert failed.outcome == Outcome.EPISODE_LIMIT and failed.subgoal == "place red_block on blue_block"
 
 
+def test_a_skill_stopped_from_outside_ends_the_episode_without_replanning(domain, env_factory):
+    """An aborted skill call (a robot's e-stop, unusable sensor data) is not the plan's fault: no replan; and the
+    release at the end of the episode goes through the domain's own skills (on a robot, forwarded to the arm)."""
+    from dataclasses import replace
+
+    from hierarchy.domain import SkillResult
+
+    calls = []
+
+    class Stopped:
+        def run(self, env, step, max_steps, on_step):
+            calls.append(step.skill)
+            return SkillResult(Outcome.ABORTED, 0, 0.0)
+
+    env = env_factory("blocks")
+    env.reset(seed=LAYOUT)
+    for _ in range(8):  # fingers closed on nothing: the episode's end lets go
+        env.step(np.array([0.0, 0.0, 0.0, -1.0]))
+    assert env.unwrapped.physics.finger_width() < 0.01
+    stopped = replace(domain, skills={name: Stopped() for name in domain.skills})
+    episode = Agent(stopped, make_planner("symbolic"), AgentConfig(max_replans=3)).run(env, RED_ON_BLUE)
+    assert not episode.success and episode.replans == 0 and episode.planner_calls == 1
+    assert episode.reason == "aborted at place red_block on blue_block"
+    assert calls[0] == "reach" and calls[-1] == "release"
+
+
 def test_a_step_whose_effect_already_holds_is_skipped(domain, env_factory):
     env = env_factory("blocks")
     env.reset(seed=LAYOUT)
