@@ -8,6 +8,8 @@ all in this one (``processes=one``)::
     hrl-deploy graph=real map=apartment              # policy + planner for a real base (/odom, /scan, /cmd_vel)
     hrl-deploy planner=llm_goals processes=one       # all nodes in one process
     hrl-deploy +overrides.policy_node.control_hz=50.0
+    hrl-deploy graph=arm_sim scene=blocks            # simulated Panda + arm policy + arm planner
+    hrl-deploy graph=arm_real planner=llm_goals      # arm policy + arm planner for a real arm under ros2_control
 
 Then send a task: ``/task`` (std_msgs/String), e.g. from Python or ``ros2 topic pub`` where ROS is
 installed. Ctrl-C or SIGTERM stops every node (the policy node publishes a final zero command). Each
@@ -35,14 +37,24 @@ NODES = {
     "sim_robot_node": ("hrl.ros.sim_robot_node", "SimRobotNode"),
     "policy_node": ("hrl.ros.policy_node", "PolicyNode"),
     "planner_node": ("hrl.ros.planner_node", "PlannerNode"),
+    "sim_arm_node": ("hrl.ros.sim_arm_node", "SimArmNode"),
+    "arm_policy_node": ("hrl.ros.arm_policy_node", "ArmPolicyNode"),
+    "arm_planner_node": ("hrl.ros.arm_planner_node", "ArmPlannerNode"),
 }
-GRAPHS = {"sim": ["sim_robot_node", "policy_node", "planner_node"], "real": ["policy_node", "planner_node"]}
-# top-level keys of the deploy config and the node parameters they set (like the launch arguments)
+GRAPHS = {
+    "sim": ["sim_robot_node", "policy_node", "planner_node"],
+    "real": ["policy_node", "planner_node"],
+    "arm_sim": ["sim_arm_node", "arm_policy_node", "arm_planner_node"],
+    "arm_real": ["arm_policy_node", "arm_planner_node"],
+}
+# top-level keys of the deploy config and the node parameters they set (like the launch arguments); a key
+# left null keeps each node's params file value
 SHARED = {
     "map": ("sim_robot_node", "planner_node"),
     "start": ("sim_robot_node",),
-    "planner": ("planner_node",),
+    "planner": ("planner_node", "arm_planner_node"),
     "policy": ("policy_node", "planner_node"),
+    "scene": ("sim_arm_node", "arm_policy_node", "arm_planner_node"),
 }
 
 
@@ -53,7 +65,8 @@ class DeployConfig:
     params_dir: str = "launch/params"
     map: str = "apartment"
     start: str = "dock"
-    planner: str = "graph"
+    planner: str | None = None  # None: the params file's (graph for the rover, the arm planner's own for the arm)
+    scene: str = "blocks"
     policy: str = DEFAULT_POLICY
     overrides: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
@@ -83,7 +96,7 @@ def node_parameters(config: DeployConfig, node: str) -> dict[str, Any]:
     except (KeyError, TypeError):
         raise ValueError(f"{path} must hold {node}: ros__parameters: {{...}}") from None
     for key, nodes in SHARED.items():
-        if node in nodes:
+        if node in nodes and getattr(config, key) is not None:
             values[key] = getattr(config, key)
     values.update(config.overrides.get(node) or {})
     params = importlib.import_module(NODES[node][0]).PARAMS

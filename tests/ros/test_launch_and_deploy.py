@@ -15,7 +15,7 @@ from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from std_msgs.msg import String
 
-from hrl.deploy import NODES, DeployConfig, node_parameters
+from hrl.deploy import GRAPHS, NODES, DeployConfig, node_parameters
 from hrl.deploy import main as deploy_main
 from hrl.ros.planner_node import is_final
 from tests.ros.conftest import ROOT, spin_until
@@ -87,7 +87,24 @@ def test_deploy_parameters_merge_and_validate():
         node_parameters(DeployConfig(overrides={"policy_node": {"rate": 1.0}}), "policy_node")
     with pytest.raises(ValueError, match="overrides for unknown node"):
         DeployConfig(overrides={"camera_node": {}}).validate()
-    assert set(NODES) == {"sim_robot_node", "policy_node", "planner_node"}
+    assert set(NODES) == {"sim_robot_node", "policy_node", "planner_node"} | set(GRAPHS["arm_sim"])
+
+
+def test_deploy_arm_graphs_share_the_scene_and_the_planner():
+    """graph=arm_sim / arm_real: the simulated arm and the arm's policy and planner nodes; ``scene`` reaches all
+    three, ``planner`` the arm planner; a null planner keeps each params file's (the rover's graph planner)."""
+    assert GRAPHS["arm_sim"] == ["sim_arm_node", "arm_policy_node", "arm_planner_node"]
+    assert GRAPHS["arm_real"] == ["arm_policy_node", "arm_planner_node"]
+    assert GRAPHS["sim"] == ["sim_robot_node", "policy_node", "planner_node"]  # the rover's, unchanged
+    config = DeployConfig(graph="arm_sim", scene="sort", overrides={"sim_arm_node": {"backend": "pybullet"}})
+    sim = node_parameters(config, "sim_arm_node")
+    assert (sim["scene"], sim["backend"], sim["control_hz"]) == ("sort", "pybullet", 100.0)
+    assert node_parameters(DeployConfig(), "planner_node")["planner"] == "graph"
+    with pytest.raises(ValueError, match=r"'image_size' = 4 must be an integer from 16 to 256"):
+        node_parameters(DeployConfig(overrides={"sim_arm_node": {"image_size": 4}}), "sim_arm_node")
+    for node in GRAPHS["arm_sim"][1:]:
+        assert node_parameters(config, node)["scene"] == "sort"
+    assert node_parameters(DeployConfig(planner="llm_goals"), "arm_planner_node")["planner"] == "llm_goals"
 
 
 def start_deploy(out, *overrides):
