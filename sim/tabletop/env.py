@@ -27,7 +27,7 @@ import numpy as np
 
 from robots.arm import ArmSpec, load_arm
 from robots.kinematics import KinematicChain, solve_ik
-from sim.tabletop.physics import CAMERAS, PHYSICS_DT, make_physics
+from sim.tabletop.physics import CAMERAS, PHYSICS_DT, TabletopPhysics, make_physics
 from sim.tabletop.scene import TabletopScene, load_scene
 
 GOAL_MODES = ("reach", "push", "pick_place", "place_on")
@@ -41,7 +41,12 @@ IMAGE_KINDS = ("rgb", "depth")
 
 
 class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
-    """A Panda arm over a table with the objects and places of a scene (sim/scenes/)."""
+    """A Panda arm over a table with the objects and places of a scene (sim/scenes/).
+
+    ``backend`` names a registered simulator (``mujoco``, ``pybullet``), or is a :class:`TabletopPhysics` instance
+    built by the caller for this scene and arm at this control rate (``hrl.ros.arm_physics.RosArmPhysics``: the same
+    env on a ROS 2 arm).
+    """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 25}
 
@@ -49,7 +54,7 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self,
         scene: str | Path | TabletopScene = "single_cube",
         arm: str | Path | ArmSpec = "panda",
-        backend: str = "mujoco",
+        backend: str | TabletopPhysics = "mujoco",
         *,
         goal_mode: str = "reach",
         object: str | None = None,
@@ -99,8 +104,12 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.control_hz, self.max_steps = float(control_hz), max_steps
         self.distance_threshold, self.reward_type = float(distance_threshold), reward_type
         self.image_size, self.render_mode, self.render_size = image_size, render_mode, render_size
-        self.backend = backend
-        self.physics = make_physics(backend, scene=self.scene, arm=self.arm, substeps=substeps)
+        if isinstance(backend, str):
+            self.backend = backend
+            self.physics = make_physics(backend, scene=self.scene, arm=self.arm, substeps=substeps)
+        else:
+            self.backend = type(backend).__name__
+            self.physics = self._check_physics(backend, substeps)
         self.chain = KinematicChain(self.arm.urdf, self.arm.base_link, self.arm.tcp_link)
         if self.chain.joint_names != self.arm.joint_names:
             raise ValueError(
@@ -135,6 +144,25 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             options = [f"{c}_{k}" for c in CAMERAS for k in IMAGE_KINDS]
             raise ValueError(f"unknown camera observation {key!r}; available: {', '.join(options)}")
         return str(key)
+
+    def _check_physics(self, physics: Any, substeps: int) -> TabletopPhysics:
+        """A caller's physics instance: it implements the interface, for this arm, at this control rate."""
+        needed = ("reset", "step", "joints", "finger_width", "object_state", "set_goal_marker", "render", "close")
+        missing = [m for m in needed if not callable(getattr(physics, m, None))]
+        if missing:
+            raise TypeError(
+                f"backend must be a backend name or a TabletopPhysics instance; {type(physics).__name__} lacks "
+                f"{', '.join(missing)}"
+            )
+        arm = getattr(physics, "arm", None)
+        if arm is None or list(arm.joint_names) != self.arm.joint_names:
+            raise ValueError(f"the physics instance is not built for arm {self.arm.name!r} (its joints differ)")
+        if getattr(physics, "substeps", None) != substeps:
+            raise ValueError(
+                f"the physics instance's control step is {getattr(physics, 'substeps', None)} substeps of "
+                f"{PHYSICS_DT} s, the env's {substeps} (control_hz {self.control_hz}): build it for 1 / control_hz s"
+            )
+        return physics
 
     def _check_object(self, name: Any) -> str:
         names = [o.name for o in self.scene.objects]

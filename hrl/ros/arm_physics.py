@@ -1,0 +1,511 @@
+"""``RosArmPhysics``: the tabletop env's physics interface (:class:`sim.tabletop.physics.TabletopPhysics`) over ROS 2.
+
+The whole tabletop hierarchy runs on :class:`~sim.tabletop.env.PandaTabletopEnv`; with this backend
+(``PandaTabletopEnv(scene, backend=RosArmPhysics(...))``) the same skills, IK and clamping drive a real arm (or the
+simulated one behind the same topics):
+
+- state: ``/joint_states`` (sensor_msgs/JointState, the spec's arm and finger joints by name; a message may carry
+  the arm, the fingers or both, as separate drivers publish them) and ``<object_topic_prefix>/<name>/pose``
+  (geometry_msgs/PoseStamped in ``world_frame``, one per scene object; velocities by finite differences over about
+  one control period), both with the sensor-data QoS by default. Before the first message joints, width and object
+  states are NaN (the env's spaces can be built; :meth:`RosArmPhysics.wait_for_state` before using them).
+- ``step(q_target, width)``: the joint target through the safety filter (:mod:`hrl.ros.arm_core`), published as a
+  ``trajectory_msgs/JointTrajectory`` for a joint trajectory controller (``command_interface="trajectory"``:
+  points at ``trajectory_hz`` from the measured position to the target over one period) or a
+  ``geometry_msgs/TwistStamped`` for a servo node (``"twist"``), and the fingers as ``std_msgs/Float64MultiArray``
+  ``[width / 2, width / 2]``; then it waits until the period's deadline (deadlines advance by one period each step,
+  so the time the skill spends computing is taken out of the wait and the loop keeps its rate).
+- ``reset()`` does not move a robot (nothing can place the objects of a real table): it waits for fresh state.
+- ``read_only=True``: a mirror of the robot (the planner's view), whose ``step()`` raises.
+
+Threads: the node's executor spins on one thread (the subscriptions update the state under a lock) while the skill
+loop calls ``step()`` on another; publishing is serialised with the e-stop's immediate hold and the final hold.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from hrl.ros import qos
+from hrl.ros.arm_core import (
+    ESTOP,
+    ArmLimits,
+    ArmSafetyFilter,
+    Command,
+    Workspace,
+    interpolate,
+    tcp_velocity,
+)
+from robots.arm import ArmSpec
+from robots.kinematics import KinematicChain
+from sim.tabletop.physics import PHYSICS_DT, ObjectState
+
+COMMAND_INTERFACES = ("trajectory", "twist")
+#: Object poses kept per object (for the finite-difference velocities).
+POSE_HISTORY = 32
+_NAN3 = np.full(3, math.nan)
+
+
+class RosArmPhysics:
+    """Joint states and object poses from ROS, joint targets to ROS (see the module docstring).
+
+    Args:
+        node: the rclpy node whose subscriptions and publishers these are (spun by someone else).
+        scene: the tabletop scene (its objects name the pose topics; its table is the default workspace).
+        arm: the arm spec (joint names, limits, gripper range).
+        period: the control period (s): one ``step()``.
+        read_only: a mirror: no publishers, ``step()`` raises.
+        joint_prefix: prepended to every joint name of the spec on the wire.
+        workspace: the TCP box of the safety filter (default: the scene's table, z 0..0.5 m).
+        stale_timeout_s: joint states older than this hold the arm.
+        command_interface: ``trajectory`` (JointTrajectory) or ``twist`` (TwistStamped to a servo node).
+        trajectory_hz: points per second of a published trajectory.
+        twist_frame: ``header.frame_id`` of the twists (the arm's base frame).
+    """
+
+    def __init__(
+        self,
+        node: Any,
+        scene: Any,
+        arm: ArmSpec,
+        period: float,
+        *,
+        read_only: bool = False,
+        joint_prefix: str = "",
+        world_frame: str = "world",
+        joint_states_topic: str = "/joint_states",
+        joint_states_qos: str = "sensor_data",
+        object_topic_prefix: str = "/objects",
+        object_qos: str = "sensor_data",
+        workspace: Workspace | None = None,
+        stale_timeout_s: float = 0.2,
+        command_interface: str = "trajectory",
+        trajectory_topic: str = "/panda_arm_controller/joint_trajectory",
+        trajectory_qos: str = "reliable",
+        trajectory_hz: float = 100.0,
+        twist_topic: str = "/servo_node/delta_twist_cmds",
+        twist_qos: str = "reliable",
+        twist_frame: str = "panda_link0",
+        gripper_topic: str = "/panda_hand_controller/commands",
+        gripper_qos: str = "reliable",
+    ) -> None:
+        if not (isinstance(period, (int, float)) and math.isfinite(period) and period > 0):
+            raise ValueError(f"period must be a finite number of seconds > 0, got {period!r}")
+        if command_interface not in COMMAND_INTERFACES:
+            raise ValueError(
+                f"command_interface must be one of {', '.join(COMMAND_INTERFACES)}, got {command_interface!r}"
+            )
+        if not (math.isfinite(trajectory_hz) and trajectory_hz > 0):
+            raise ValueError(f"trajectory_hz must be a finite number > 0, got {trajectory_hz!r}")
+        self.node, self.scene, self.arm = node, scene, arm
+        self.period, self.read_only = float(period), read_only
+        self.substeps = max(1, round(self.period / PHYSICS_DT))  # the protocol's; the env checks it against its rate
+        self.world_frame, self.stale_timeout_s = world_frame, float(stale_timeout_s)
+        self.command_interface, self.trajectory_hz, self.twist_frame = (
+            command_interface,
+            float(trajectory_hz),
+            twist_frame,
+        )
+        self.chain = KinematicChain(arm.urdf, arm.base_link, arm.tcp_link)
+        self.base = np.asarray(scene.robot_base, dtype=float)
+        self.arm_names = [joint_prefix + n for n in arm.joint_names]
+        self.finger_names = [joint_prefix + n for n in arm.gripper.joints]
+        self.joint_states_topic = joint_states_topic
+        self.safety = ArmSafetyFilter(
+            ArmLimits.from_arm(arm),
+            workspace or Workspace.parse("", scene),
+            self.chain,
+            self.base,
+            self.period,
+            self.stale_timeout_s,
+        )
+        # -- state (written by the executor's thread, read by the skill's) --
+        self._state = threading.Condition()
+        self._q = np.full(len(self.arm_names), math.nan)
+        self._dq = np.zeros(len(self.arm_names))
+        self._width = math.nan
+        self._q_time: float | None = None  # time.monotonic() of the last usable arm state
+        self._width_time: float | None = None
+        self._joint_problem: str | None = None
+        self._object_problems: dict[str, str] = {}
+        self._poses: dict[str, deque[tuple[float, np.ndarray, np.ndarray]]] = {
+            o.name: deque(maxlen=POSE_HISTORY) for o in scene.objects
+        }
+        self._indices: dict[tuple[str, ...], tuple[list[int] | None, list[int] | None, str | None]] = {}
+        self._velocity_from_differences = False
+        self.object_topics = {o.name: f"{object_topic_prefix.rstrip('/')}/{o.name}/pose" for o in scene.objects}
+        # -- commands (the skill's thread, the e-stop callback and shutdown) --
+        self._command_lock = threading.Lock()
+        self._deadline: float | None = None
+        self._stopped = False
+        self._reset_warned = False
+        self.last_command: Command | None = None
+        self._last_hold_rule: str | None = None
+        self._subscriptions = [
+            qos.subscribe(
+                node, JointState, joint_states_topic, self._on_joint_state, joint_states_qos, "joint_states_qos"
+            ),
+            *(
+                qos.subscribe(
+                    node, PoseStamped, t, lambda m, n=name: self._on_object_pose(n, m), object_qos, "object_qos"
+                )
+                for name, t in self.object_topics.items()
+            ),
+        ]
+        self._publishers: list[Any] = []
+        if not read_only:
+            if command_interface == "trajectory":
+                self._arm_pub = qos.advertise(node, JointTrajectory, trajectory_topic, trajectory_qos, "trajectory_qos")
+            else:
+                self._arm_pub = qos.advertise(node, TwistStamped, twist_topic, twist_qos, "twist_qos")
+            self._gripper_pub = qos.advertise(node, Float64MultiArray, gripper_topic, gripper_qos, "gripper_qos")
+            self._publishers = [self._arm_pub, self._gripper_pub]
+
+    # ---- state in ---------------------------------------------------------------------------------------
+    def _lookup(self, names: tuple[str, ...]) -> tuple[list[int] | None, list[int] | None, str | None]:
+        """Where the arm's and the fingers' joints are in a message naming ``names`` (None: absent), or why the
+        message cannot be used (some arm joints but not all)."""
+        if names not in self._indices:
+            where = {n: i for i, n in enumerate(names)}
+            arm = [where.get(n) for n in self.arm_names]
+            fingers = [where.get(n) for n in self.finger_names]
+            problem = None
+            if any(i is not None for i in arm) and any(i is None for i in arm):
+                missing = [n for n, i in zip(self.arm_names, arm, strict=True) if i is None]
+                problem = f"{self.joint_states_topic} names some arm joints but not {missing} (joint_prefix?)"
+            self._indices[names] = (
+                None if None in arm else arm,  # type: ignore[misc]
+                None if None in fingers else fingers,  # type: ignore[misc]
+                problem,
+            )
+            if len(self._indices) > 16:  # a publisher that renames its joints every message: keep a few
+                self._indices.pop(next(iter(self._indices)))
+        return self._indices[names]
+
+    def _on_joint_state(self, msg: Any) -> None:
+        now = time.monotonic()
+        arm, fingers, problem = self._lookup(tuple(msg.name))
+        position, velocity = msg.position, msg.velocity
+        with self._state:
+            if problem is not None:
+                self._joint_problem = problem
+                return
+            if arm is not None:
+                if len(position) != len(msg.name):
+                    self._joint_problem = (
+                        f"{self.joint_states_topic}: {len(msg.name)} names but {len(position)} positions"
+                    )
+                    return
+                q = np.array([position[i] for i in arm], dtype=float)
+                has_velocity = len(velocity) == len(msg.name)
+                dq = np.array([velocity[i] for i in arm], dtype=float) if has_velocity else None
+                bad = ~np.isfinite(q) if dq is None else ~(np.isfinite(q) & np.isfinite(dq))
+                if bad.any():
+                    i = int(np.argmax(bad))
+                    value = q[i] if not math.isfinite(q[i]) or dq is None else dq[i]
+                    self._joint_problem = (
+                        f"{self.joint_states_topic}: {self.arm_names[i]} = {value} is not finite (joint states must be "
+                        "finite numbers)"
+                    )
+                    return
+                if dq is None:  # a driver without velocities: differences of successive positions
+                    if not self._velocity_from_differences:
+                        self._velocity_from_differences = True
+                        self.node.get_logger().info(
+                            f"{self.joint_states_topic} carries no velocities: joint velocities by finite differences"
+                        )
+                    dt = None if self._q_time is None else now - self._q_time
+                    dq = (q - self._q) / dt if dt and dt > 1e-4 and np.all(np.isfinite(self._q)) else np.zeros_like(q)
+                self._q, self._dq, self._q_time = q, dq, now
+            if fingers is not None:
+                w = float(position[fingers[0]] + position[fingers[1]])
+                if not math.isfinite(w):
+                    self._joint_problem = f"{self.joint_states_topic}: finger width {w} is not finite"
+                    return
+                self._width, self._width_time = w, now
+            if arm is not None or fingers is not None:
+                self._joint_problem = None
+            self._state.notify_all()
+
+    def _on_object_pose(self, name: str, msg: Any) -> None:
+        p, o = msg.pose.position, msg.pose.orientation
+        position = np.array([p.x, p.y, p.z], dtype=float)
+        quaternion = np.array([o.w, o.x, o.y, o.z], dtype=float)
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        t = stamp if stamp > 0 else time.time()  # a stamp of 0: "now"
+        with self._state:
+            if msg.header.frame_id != self.world_frame:
+                self._object_problems[name] = (
+                    f"object {name}: pose in frame {msg.header.frame_id!r}, not world_frame {self.world_frame!r}"
+                )
+                return
+            norm = float(np.linalg.norm(quaternion))
+            if not (np.all(np.isfinite(position)) and math.isfinite(norm) and norm > 1e-6):
+                self._object_problems[name] = (
+                    f"object {name}: pose {position.tolist()} / quaternion {quaternion.tolist()} on "
+                    f"{self.object_topics[name]} is not finite (or a zero quaternion)"
+                )
+                return
+            self._object_problems.pop(name, None)
+            history = self._poses[name]
+            if history and t <= history[-1][0]:
+                history.clear()  # time went back (a restarted publisher, a replayed bag): start over
+            history.append((t, position, quaternion / norm))
+            self._state.notify_all()
+
+    # ---- TabletopPhysics: reading ---------------------------------------------------------------------
+    def joints(self) -> tuple[np.ndarray, np.ndarray]:
+        """The last usable arm joint positions and velocities (7,), (7,) (NaN before the first)."""
+        with self._state:
+            return self._q.copy(), self._dq.copy()
+
+    def finger_width(self) -> float:
+        with self._state:
+            return self._width
+
+    def tcp(self) -> tuple[np.ndarray, np.ndarray]:
+        """TCP position (3,) in the world and rotation (3, 3), from the measured joints through the arm's URDF."""
+        p, rotation, _ = self.chain.forward(self.joints()[0], self.base)
+        return p, rotation
+
+    def object_state(self, name: str) -> ObjectState:
+        """The object's last pose, and velocities from the pose about one period earlier (zero while it has one
+        pose; NaN before the first)."""
+        if name not in self._poses:
+            raise ValueError(f"scene {self.scene.name!r} has no object {name!r}; its objects: {', '.join(self._poses)}")
+        with self._state:
+            history = list(self._poses[name])
+        if not history:
+            return ObjectState(_NAN3.copy(), np.full(4, math.nan), _NAN3.copy(), _NAN3.copy())
+        t1, p1, q1 = history[-1]
+        older = [h for h in history[:-1] if t1 - h[0] >= 0.75 * self.period]
+        if not older and len(history) == 1:
+            return ObjectState(p1.copy(), q1.copy(), np.zeros(3), np.zeros(3))
+        t0, p0, q0 = older[-1] if older else history[0]
+        dt = t1 - t0
+        return ObjectState(p1.copy(), q1.copy(), (p1 - p0) / dt, _angular_velocity(q0, q1, dt))
+
+    def state_fault(self, objects: bool = True) -> tuple[str, str] | None:
+        """``(rule, reason)`` when the state cannot be used now (e-stop, none, stale, non-finite; with ``objects``,
+        an unusable object pose), else None."""
+        with self._state:
+            problem = self._joint_problem or (next(iter(self._object_problems.values()), None) if objects else None)
+            q = None if self._q_time is None else self._q
+            return self.safety.state_fault(q, self._q_time, time.monotonic(), problem)
+
+    def missing(self, objects: bool = True) -> str:
+        """What :meth:`wait_for_state` still waits for ("" when nothing)."""
+        now = time.monotonic()
+        out = []
+        with self._state:
+            for what, t in (("arm joints", self._q_time), ("finger joints", self._width_time)):
+                if t is None:
+                    names = self.arm_names if what == "arm joints" else self.finger_names
+                    out.append(f"no {what} ({', '.join(names)}) on {self.joint_states_topic}")
+                elif now - t > self.stale_timeout_s:
+                    out.append(f"{what} on {self.joint_states_topic} {now - t:.2f} s old")
+            if self._joint_problem:
+                out.append(self._joint_problem)
+            if objects:
+                for name, history in self._poses.items():
+                    if name in self._object_problems:
+                        out.append(self._object_problems[name])
+                    elif len(history) < 2:
+                        out.append(f"no poses (two are needed) of {name} on {self.object_topics[name]}")
+        return "; ".join(out)
+
+    def wait_for_state(self, timeout_s: float, objects: bool = True) -> bool:
+        """Wait until fresh, usable joint states (and, with ``objects``, two poses of every scene object) are in;
+        False after ``timeout_s``. Needs the node spun by another thread."""
+        deadline = time.monotonic() + timeout_s
+        while self.missing(objects):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            with self._state:
+                self._state.wait(min(left, 0.05))
+        return True
+
+    # ---- TabletopPhysics: acting ----------------------------------------------------------------------
+    def reset(self, q: np.ndarray, width: float, objects: dict[str, tuple[float, float, float]]) -> None:
+        """A robot is not moved to ``q`` nor its objects to a layout: this waits for fresh state (a 2 s grace, or
+        ``stale_timeout_s`` if longer) and raises RuntimeError, saying what is missing, without it."""
+        if not self._reset_warned:
+            self._reset_warned = True
+            self.node.get_logger().warning(
+                "reset: the ROS physics does not move the arm to the home pose nor place objects (a real table's "
+                "state is what it is); it waits for fresh joint states and object poses"
+            )
+        if not self.wait_for_state(max(2.0, self.stale_timeout_s)):
+            raise RuntimeError(f"reset: no fresh state from the robot: {self.missing()}")
+        self._deadline = None
+
+    def step(self, q_target: np.ndarray, width_target: float) -> None:
+        """Publish ``q_target`` / ``width_target`` through the safety filter, then wait out the period."""
+        if self.read_only:
+            raise RuntimeError(
+                "this RosArmPhysics is read-only (the planner's mirror of the robot): the arm policy node moves the arm"
+            )
+        now = time.monotonic()
+        if self._deadline is None or now > self._deadline + self.period:
+            self._deadline = now  # the first step, or after a pause (between skill calls): a new start
+        with self._command_lock:
+            if self._stopped:
+                raise RuntimeError("the arm was stopped (final hold published): no more commands")
+            with self._state:
+                q = None if self._q_time is None else self._q.copy()
+                width = None if self._width_time is None else self._width
+                q_time = self._q_time
+                problem = self._joint_problem or next(iter(self._object_problems.values()), None)
+            command = self.safety.filter(q, width, q_target, width_target, q_time, now, problem)
+            self._publish(command, q)
+        self._report(command)
+        self._deadline += self.period
+        left = self._deadline - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+    def fault(self) -> tuple[str, str] | None:
+        """``(rule, reason)`` of the hold the last step published or kept, None when it moved."""
+        c = self.last_command
+        return (c.rule, c.reason) if c is not None and c.hold else None  # type: ignore[return-value]
+
+    def set_estop(self, latched: bool) -> None:
+        """Latch (publishing a hold at once) or release the e-stop."""
+        with self._command_lock:
+            was = self.safety.estop
+            self.safety.estop = latched
+            if latched and not was and not self.read_only and not self._stopped:
+                self._hold(ESTOP, "e-stop latched")
+
+    def final_hold(self, why: str = "shutdown") -> None:
+        """Publish a hold (the measured position) whatever was published before, and nothing after it."""
+        with self._command_lock:
+            if self.read_only or self._stopped:
+                return
+            self.safety.holding = False  # published even while another hold is in force: the last word
+            self._hold("shutdown", why)
+            self._stopped = True
+
+    def stop_here(self) -> None:
+        """End a skill where it was judged: the arm's target becomes its measured position (the fingers keep their
+        command, so a grasp keeps squeezing). In simulation nothing moves between skill calls; on a robot the last
+        trajectory would carry the arm on past the state the skill judged (the measured state lags the motion)."""
+        with self._command_lock:
+            if self.read_only or self._stopped or self.safety.holding:
+                return
+            with self._state:
+                q = None if self._q_time is None else self._q.copy()
+            if q is not None:
+                self._publish(Command(q, None), q)
+        self._deadline = None
+
+    def _hold(self, rule: str, reason: str) -> None:
+        with self._state:
+            q = None if self._q_time is None else self._q.copy()
+            width = None if self._width_time is None else self._width
+        command = self.safety.hold(q, width, rule, reason)
+        self._publish(command, q)
+        self._report(command)
+
+    def _publish(self, command: Command, q_from: np.ndarray | None) -> None:
+        self.last_command = command
+        if command.q is None or q_from is None:
+            return
+        if self.command_interface == "trajectory":
+            msg = JointTrajectory()
+            msg.joint_names = list(self.arm_names)  # header.stamp 0: start on receipt
+            times, positions, velocities = interpolate(q_from, command.q, self.period, self.trajectory_hz)
+            for t, p, v in zip(times, positions, velocities, strict=True):
+                point = JointTrajectoryPoint()
+                point.positions, point.velocities = p.tolist(), v.tolist()
+                point.time_from_start.sec = int(t)
+                point.time_from_start.nanosec = round((t - int(t)) * 1e9)
+                msg.points.append(point)
+        else:
+            msg = TwistStamped()
+            msg.header.frame_id = self.twist_frame
+            msg.header.stamp = self.node.get_clock().now().to_msg()
+            if not command.hold:
+                v = tcp_velocity(self.chain, q_from, command.q, self.period)
+                msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = (float(x) for x in v)
+        self._arm_pub.publish(msg)
+        if command.width is not None:
+            self._gripper_pub.publish(Float64MultiArray(data=[command.width / 2, command.width / 2]))
+
+    def _report(self, command: Command) -> None:
+        """Log a hold once per fault (the value and the rule), a limit at most every few seconds."""
+        log = self.node.get_logger()
+        if command.hold:
+            if command.rule != self._last_hold_rule:
+                log.warning(f"holding the arm: {command.reason} [rule: {command.rule}]")
+            self._last_hold_rule = command.rule
+            return
+        if self._last_hold_rule is not None:
+            log.info(f"the arm moves again ({self._last_hold_rule} cleared)")
+            self._last_hold_rule = None
+        if command.reason:
+            log.warning(f"target limited: {command.reason}", throttle_duration_sec=5.0)
+
+    # ---- the rest of the interface -------------------------------------------------------------------
+    def set_goal_marker(self, position: np.ndarray | None) -> None:
+        """Nothing to draw on a robot."""
+
+    def _unsupported(self, what: str) -> RuntimeError:
+        return RuntimeError(f"{what} is not possible through ROS (a real scene): only the simulators do it")
+
+    def set_object_pose(self, name: str, position: np.ndarray) -> None:
+        raise self._unsupported("teleporting an object")
+
+    def set_object_dynamics(self, name: str, mass: float, friction: float) -> None:
+        raise self._unsupported("changing an object's mass or friction")
+
+    def set_camera_offset(self, camera: str, position: np.ndarray, rotation: np.ndarray) -> None:
+        raise self._unsupported("moving a camera")
+
+    def set_lighting(self, intensity: float, direction: np.ndarray) -> None:
+        raise self._unsupported("changing the light")
+
+    def render(self, camera: str, width: int, height: int, depth: bool = False) -> np.ndarray:
+        raise RuntimeError(
+            "RosArmPhysics does not subscribe camera images: image observations (cameras=...) and render() need a "
+            "simulator backend (mujoco, pybullet); the ROS backend serves joint states and object poses only"
+        )
+
+    def close(self) -> None:
+        for sub in self._subscriptions:
+            self.node.destroy_subscription(sub)
+        for pub in self._publishers:
+            self.node.destroy_publisher(pub)
+        self._subscriptions, self._publishers = [], []
+
+
+def _angular_velocity(q0: np.ndarray, q1: np.ndarray, dt: float) -> np.ndarray:
+    """The world-frame angular velocity (rad/s) that turns quaternion ``q0`` into ``q1`` (w, x, y, z) in ``dt`` s."""
+    w0, x0, y0, z0 = q0
+    w1, x1, y1, z1 = q1
+    # q1 * conj(q0): the rotation between them, in the world frame
+    w = w1 * w0 + x1 * x0 + y1 * y0 + z1 * z0
+    v = np.array(
+        [
+            -w1 * x0 + x1 * w0 - y1 * z0 + z1 * y0,
+            -w1 * y0 + y1 * w0 - z1 * x0 + x1 * z0,
+            -w1 * z0 + z1 * w0 - x1 * y0 + y1 * x0,
+        ]
+    )
+    if w < 0:
+        w, v = -w, -v  # the short way round
+    s = float(np.linalg.norm(v))
+    if s < 1e-12:
+        return np.zeros(3)
+    return v / s * (2.0 * math.atan2(s, w)) / dt
