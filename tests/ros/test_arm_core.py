@@ -1,0 +1,166 @@
+"""The arm's safety filter and command shaping without ROS (hrl/ros/arm_core.py), and the tabletop env built on a
+physics instance (how RosArmPhysics plugs in)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from hrl.ros.arm_core import (
+    ESTOP,
+    GRIPPER_RANGE,
+    NO_STATE,
+    NONFINITE_TARGET,
+    POSITION_LIMIT,
+    SPEED_LIMIT,
+    STALE,
+    WORKSPACE,
+    ArmLimits,
+    ArmSafetyFilter,
+    Workspace,
+    interpolate,
+    tcp_velocity,
+    workspace_text,
+)
+from robots.arm import load_arm
+from robots.kinematics import KinematicChain
+from sim.tabletop.scene import load_scene
+
+ARM = load_arm("panda")
+SCENE = load_scene("single_cube")
+CHAIN = KinematicChain(ARM.urdf, ARM.base_link, ARM.tcp_link)
+HOME = np.array(ARM.home)
+PERIOD = 0.04
+
+
+def make_filter(workspace=""):
+    return ArmSafetyFilter(
+        ArmLimits.from_arm(ARM),
+        Workspace.parse(workspace, SCENE, 0.005),
+        CHAIN,
+        np.array(SCENE.robot_base),
+        PERIOD,
+        0.2,
+    )
+
+
+def test_a_small_step_passes_unchanged():
+    f = make_filter()
+    c = f.filter(HOME, 0.04, HOME + 0.01, 0.03, state_time=10.0, now=10.05)
+    assert not c.hold and c.rule is None and c.reason is None
+    assert np.allclose(c.q, HOME + 0.01) and c.width == 0.03
+
+
+def test_limits_clamp_the_target_and_say_which_rule_and_value():
+    f = make_filter("-2,-2,-2,2,2,2")  # joint 4 near 0 stretches the arm out of the table's box
+    q = HOME.copy()
+    q[3] = -0.01  # near joint 4's upper limit 0.0
+    target = q.copy()
+    target[3] = 0.05
+    c = f.filter(q, 0.04, target, 0.2, 10.0, 10.01)
+    assert not c.hold and c.q[3] == 0.0
+    assert POSITION_LIMIT in c.rule and "panda_joint4 target 0.0500 rad beyond [-3.1416, 0.0]" in c.reason
+    assert GRIPPER_RANGE in c.rule and c.width == ARM.gripper.max_width and "0.2000 m outside 0..0.08" in c.reason
+
+    fast = HOME + np.array([0.5, 0, 0, 0, 0, 0, 0])  # 0.5 rad in 0.04 s: 12.5 rad/s > 2.175
+    c = f.filter(HOME, 0.04, fast, 0.04, 10.0, 10.01)
+    assert c.rule == SPEED_LIMIT and "panda_joint1 step 0.5000 rad" in c.reason and "2.175 rad/s" in c.reason
+    step = c.q - HOME
+    assert np.all(np.abs(step) <= ArmLimits.from_arm(ARM).velocity * PERIOD + 1e-12)
+    assert step[0] > 0 and np.allclose(step[1:], 0.0)  # the direction kept
+
+
+def test_faults_hold_once_at_the_measured_position_then_publish_nothing():
+    f = make_filter()
+    c = f.filter(HOME, 0.04, HOME + 0.01, 0.04, state_time=10.0, now=10.5)
+    assert c.hold and c.rule == STALE and "0.500 s old > stale_timeout_s 0.2 s" in c.reason
+    assert np.array_equal(c.q, HOME) and c.width == 0.04  # the hold: where the arm is
+    again = f.filter(HOME, 0.04, HOME + 0.01, 0.04, state_time=10.0, now=10.6)
+    assert again.hold and again.q is None  # once per fault: nothing new
+    assert not f.filter(HOME, 0.04, HOME + 0.01, 0.04, 10.6, 10.61).hold  # fresh state: it moves again
+
+    c = f.filter(HOME, 0.04, HOME, 0.04, 10.0, 10.01, state_problem="/joint_states: panda_joint2 = nan is not finite")
+    assert c.hold and "nan" in c.reason and np.array_equal(c.q, HOME)
+    c = f.filter(HOME, 0.04, HOME, 0.04, 10.0, 10.01, state_problem="object cube: pose [nan, 0, 0] is not finite")
+    assert c.hold and c.rule == "unusable object pose"
+
+    f = make_filter()
+    c = f.filter(None, None, HOME, 0.04, None, 10.0)
+    assert c.hold and c.rule == NO_STATE and c.q is None  # nothing to hold at: nothing published
+
+    f = make_filter()
+    c = f.filter(HOME, 0.04, np.full(7, math.nan), 0.04, 10.0, 10.01)
+    assert c.hold and c.rule == NONFINITE_TARGET and np.array_equal(c.q, HOME)
+
+
+def test_the_estop_latches_until_released():
+    f = make_filter()
+    f.estop = True
+    c = f.filter(HOME, 0.04, HOME + 0.01, 0.04, 10.0, 10.01)
+    assert c.hold and c.rule == ESTOP and np.array_equal(c.q, HOME)
+    for _ in range(3):
+        assert f.filter(HOME, 0.04, HOME + 0.01, 0.04, 10.0, 10.01).q is None
+    f.estop = False
+    assert not f.filter(HOME, 0.04, HOME + 0.01, 0.04, 10.0, 10.01).hold
+
+
+def test_the_workspace_refuses_targets_and_goals_outside_it_and_lets_the_arm_come_back():
+    here = CHAIN.forward(HOME, np.array(SCENE.robot_base))[0]
+    f = make_filter(f"-1,-1,0,1,1,{here[2] + 0.01:.4f}")  # a ceiling 1 cm above the TCP
+    jac = CHAIN.forward(HOME)[2][:3]
+    up = HOME + np.linalg.pinv(jac) @ np.array([0.0, 0.0, 0.03])  # 3 cm up
+    c = f.filter(HOME, 0.04, up, 0.04, 10.0, 10.01)
+    assert c.hold and c.rule == WORKSPACE and "outside the workspace box" in c.reason and "z 0.000.." in c.reason
+    assert not f.filter(HOME, 0.04, 2 * HOME - up, 0.04, 10.0, 10.01).hold  # down is fine
+
+    f = make_filter(f"-1,-1,0,1,1,{here[2] - 0.02:.4f}")  # the arm is above the ceiling already
+    assert not f.filter(HOME, 0.04, 2 * HOME - up, 0.04, 10.0, 10.01).hold  # coming back in is allowed
+    assert f.filter(HOME, 0.04, up, 0.04, 10.0, 10.01).hold  # further out is not
+
+    f = make_filter()
+    assert f.goal_fault([0.0, 0.0, 0.1]) is None
+    assert "outside the workspace box x -0.850..0.250, y -0.350..0.350, z 0.000..0.500" in f.goal_fault([0, 0, 0.9])
+    assert "not 3 finite numbers" in f.goal_fault([0, math.nan, 0.1])
+
+
+def test_workspace_parameter():
+    assert workspace_text("") is None and workspace_text("-1,-1,0,1,1,0.5") is None
+    assert "six numbers" in workspace_text("1,2,3")
+    assert "min below its max" in workspace_text("1,-1,0,-1,1,0.5")
+    w = Workspace.parse("", SCENE)
+    assert w.low == pytest.approx((-0.85, -0.35, 0.0)) and w.high == pytest.approx((0.25, 0.35, 0.5))
+    with pytest.raises(ValueError, match="six numbers"):
+        Workspace.parse("a,b", SCENE)
+
+
+def test_trajectory_points_and_twist():
+    q1 = HOME + 0.04
+    times, positions, velocities = interpolate(HOME, q1, PERIOD, 100.0)
+    assert times == pytest.approx([0.01, 0.02, 0.03, 0.04])
+    assert np.allclose(positions[0], HOME + 0.01) and np.allclose(positions[-1], q1)
+    assert np.allclose(velocities[:-1], 1.0) and np.all(velocities[-1] == 0.0)  # at rest at the end
+    times, positions, _ = interpolate(HOME, q1, PERIOD, 10.0)  # slower than the period: one point
+    assert times == [PERIOD] and np.allclose(positions, [q1])
+    with pytest.raises(ValueError, match="rate_hz"):
+        interpolate(HOME, q1, PERIOD, 0.0)
+    jac = CHAIN.forward(HOME)[2][:3]
+    v = tcp_velocity(CHAIN, HOME, HOME + 1e-4 * np.ones(7), PERIOD)
+    assert np.allclose(v, jac @ (1e-4 * np.ones(7)) / PERIOD, atol=1e-6)
+
+
+def test_the_tabletop_env_takes_a_physics_instance():
+    from sim.tabletop.env import PandaTabletopEnv
+    from sim.tabletop.physics import make_physics
+
+    physics = make_physics("mujoco", scene=SCENE, arm=ARM, substeps=20)
+    env = PandaTabletopEnv(SCENE, backend=physics, goal_mode="reach")
+    try:
+        assert env.physics is physics and env.backend == type(physics).__name__
+        env.reset(seed=0)
+        env.step(np.zeros(3))
+        with pytest.raises(ValueError, match="control step is 20 substeps"):
+            PandaTabletopEnv(SCENE, backend=physics, control_hz=50.0)
+        with pytest.raises(TypeError, match="lacks reset, step"):
+            PandaTabletopEnv(SCENE, backend=object())
+    finally:
+        env.close()
