@@ -3,7 +3,7 @@ messages only, the Panda's published DH kinematics), over DDS in separate proces
 TCP to a goal (measured with the arm's own kinematics) with every commanded point and every joint state inside the
 datasheet's limits; a goal outside the workspace is refused; stale and NaN joint states and a latched e-stop hold
 the arm (one hold trajectory, then nothing new, the arm still) and abort the call with the rule; shutdown
-publishes a final hold."""
+publishes a final hold. With command_interface:=twist the simulated arm (sim_arm_node) reaches a goal too."""
 
 import json
 import math
@@ -160,3 +160,39 @@ def test_faults_hold_an_independent_arm(processes, rclpy_node):
         status = arm.next_status()
         assert status["outcome"] == "reached" and status["steps"] > 0, (f"after {fault}", status)
     within_limits(arm)
+
+
+def test_the_twist_interface_drives_the_simulated_arm(processes, rclpy_node):
+    """command_interface:=twist against sim_arm_node (MuJoCo): the TCP reaches a goal through servo twists in the
+    base frame, and the e-stop's hold is a zero twist."""
+    from geometry_msgs.msg import TwistStamped
+
+    processes.start("hrl.ros.sim_arm_node", "scene:=single_cube", "camera_hz:=0.0")
+    policy = processes.start("hrl.ros.arm_policy_node", "scene:=single_cube", "command_interface:=twist")
+    node = rclpy_node
+    status, twists, trajectories = [], [], []
+    node.create_subscription(String, "/arm_subgoal_status", lambda m: status.append(json.loads(m.data)), 10)
+    node.create_subscription(TwistStamped, "/servo_node/delta_twist_cmds", twists.append, 50)
+    node.create_subscription(JointTrajectory, "/panda_arm_controller/joint_trajectory", trajectories.append, 10)
+    goal_pub = node.create_publisher(PoseStamped, "/tcp_goal", 10)
+    estop = node.create_publisher(Bool, "/estop", 10)
+    assert spin_until(node, lambda: goal_pub.get_subscription_count() > 0, 90), processes.log(policy)
+    goal = PoseStamped()
+    goal.header.frame_id = "world"
+    goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = 0.1, -0.1, 0.1
+    goal_pub.publish(goal)
+    assert spin_until(node, lambda: status, 30), processes.log(policy)
+    assert status[0]["outcome"] == "reached", status
+    assert twists and not trajectories
+    assert all(t.header.frame_id == "panda_link0" for t in twists)
+    assert max(math.hypot(t.twist.linear.x, t.twist.linear.y, t.twist.linear.z) for t in twists) > 0.05
+
+    goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = -0.1, 0.1, 0.3
+    n = len(twists)
+    goal_pub.publish(goal)
+    assert spin_until(node, lambda: len(twists) > n + 2, 10)
+    estop.publish(Bool(data=True))
+    assert spin_until(node, lambda: len(status) > 1, 10)
+    assert status[1]["outcome"] == "aborted" and "e-stop" in status[1]["why"], status
+    last = twists[-1].twist.linear
+    assert (last.x, last.y, last.z) == (0.0, 0.0, 0.0)
