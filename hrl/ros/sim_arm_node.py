@@ -281,6 +281,8 @@ class SimArmNode(Node):
             )
             for c in self.cameras
         }
+        if self.cameras:
+            self.publish_images()  # the first render makes the renderers (~1 s of EGL set-up), not a late tick
         self.camera_timer = self.create_timer(1.0 / p["camera_hz"], self.publish_images) if self.cameras else None
         self.timer = self.create_timer(self.period, self.on_tick)
         self.t0 = time.monotonic()  # simulated time starts with the first tick (on_tick), not at start-up
