@@ -257,7 +257,6 @@ class SimArmNode(Node):
         self.twist: tuple[float, np.ndarray] | None = None  # (in force since, TCP velocity m/s)
         self.pending: list[tuple[float, int, str, Any]] = []  # (takes effect at, order, kind, payload), a heap
         self._order = itertools.count()
-        self.refused: list[str] = []  # every refusal's reason, oldest first (tests read it)
         self._last_width = (time.monotonic(), self.width_target)
         sub = qos.subscribe
         self.subs = [
@@ -307,8 +306,13 @@ class SimArmNode(Node):
         heapq.heappush(self.pending, (received + self.p["latency_s"], next(self._order), kind, payload))
 
     def refuse(self, what: str, why: str) -> None:
-        self.refused.append(f"{what}: {why}")
-        self.get_logger().error(f"refused {what}: {why}; the arm keeps its current command")
+        """Log a refused command: every trajectory (each one a plan), refused twists and gripper commands (streams)
+        at most one every 5 s between them."""
+        text = f"refused {what}: {why}; the arm keeps its current command"
+        if what == "joint trajectory":
+            self.get_logger().error(text)
+        else:
+            self.get_logger().error(text, throttle_duration_sec=5.0)
 
     def on_trajectory(self, msg: JointTrajectory, info: Any) -> None:
         received = self.received_at(info)
