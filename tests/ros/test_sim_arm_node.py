@@ -245,3 +245,26 @@ def test_bad_parameters_stop_the_node_naming_the_value(ros_domain, params, messa
             SimArmNode(**params)
     finally:
         rclpy.try_shutdown()
+
+
+def test_a_stamped_trajectory_starts_at_its_stamp_and_one_that_ended_before_it_arrived_is_refused(ros_domain):
+    rclpy.init()
+    try:
+        arm = SimArmNode(camera_hz=0.0)
+        q0 = arm.q_target.copy()
+        msg = trajectory(JOINTS, [(q0 + 0.1, 1.0)])
+        in_two_seconds = time.time() + 2.0
+        msg.header.stamp.sec, msg.header.stamp.nanosec = int(in_two_seconds), int(in_two_seconds % 1 * 1e9)
+        arm.on_trajectory(msg, {"received_timestamp": 0})
+        now = time.monotonic()
+        arm.step_period(now + 1.0)  # in force, not started: the arm holds
+        assert np.allclose(arm.q_target, q0)
+        arm.step_period(now + 2.5)  # half way
+        assert np.allclose(arm.q_target, q0 + 0.05, atol=0.005)
+        an_hour_ago = time.time() - 3600
+        msg.header.stamp.sec = int(an_hour_ago)
+        arm.on_trajectory(msg, {"received_timestamp": 0})
+        assert not arm.pending  # refused: it ended before it arrived
+        arm.destroy_node()
+    finally:
+        rclpy.try_shutdown()
