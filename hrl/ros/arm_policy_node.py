@@ -198,6 +198,12 @@ class ArmPolicyNode(Node):
         from sim.tabletop.scene import load_scene
 
         p = self.p = declare(self, PARAMS)
+        # Subscribed before the skills load (seconds): a call or an e-stop sent meanwhile waits in DDS (reliable)
+        # and is taken when the node spins, instead of being lost to a subscriber that did not exist yet.
+        self.status_pub = qos.advertise(self, String, p["status_topic"], p["status_qos"], "status_qos")
+        qos.subscribe(self, String, p["subgoal_topic"], self.on_call, p["subgoal_qos"], "subgoal_qos")
+        qos.subscribe(self, PoseStamped, p["tcp_goal_topic"], self.on_tcp_goal, p["tcp_goal_qos"], "tcp_goal_qos")
+        qos.subscribe(self, Bool, p["estop_topic"], self.on_estop, p["estop_qos"], "estop_qos")
         try:
             self.scene = load_scene(p["scene"])
             workspace = Workspace.parse(p["workspace"], self.scene, p["workspace_tolerance"])
@@ -229,10 +235,6 @@ class ArmPolicyNode(Node):
             gripper_qos=p["gripper_qos"],
         )
         self.env = make_env(self.scene, backend=self.physics, control_hz=p["skill_hz"])
-        self.status_pub = qos.advertise(self, String, p["status_topic"], p["status_qos"], "status_qos")
-        qos.subscribe(self, String, p["subgoal_topic"], self.on_call, p["subgoal_qos"], "subgoal_qos")
-        qos.subscribe(self, PoseStamped, p["tcp_goal_topic"], self.on_tcp_goal, p["tcp_goal_qos"], "tcp_goal_qos")
-        qos.subscribe(self, Bool, p["estop_topic"], self.on_estop, p["estop_qos"], "estop_qos")
         # -- the worker: one call at a time, the newest wins --
         self._calls = threading.Condition()
         self._pending: SkillCall | None = None
