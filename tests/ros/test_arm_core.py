@@ -164,3 +164,84 @@ def test_the_tabletop_env_takes_a_physics_instance():
             PandaTabletopEnv(SCENE, backend=object())
     finally:
         env.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("skill_hz", 30.0, "must divide 500 Hz"),
+        ("workspace", "0,0,0,1,1", "xmin,ymin,zmin,xmax,ymax,zmax"),
+        ("skills", "reach", "name=policy"),
+        ("command_interface", "effort", "'trajectory' or 'twist'"),
+        ("stale_timeout_s", 0.0, "must be a finite number > 0"),
+    ],
+)
+def test_bad_node_parameters_name_the_value_and_what_is_allowed(name, value, says):
+    from hrl.ros.arm_policy_node import PARAMS
+    from hrl.ros.params import ParameterError, validate
+
+    with pytest.raises(ParameterError, match=f"'{name}' = {value!r}.*{says}"):
+        validate(PARAMS, {name: value})
+
+
+def test_ros_physics_reads_joint_states_and_poses_by_name(ros_domain):
+    """RosArmPhysics's readers on real messages (handed to its callbacks: no other node needed)."""
+    import rclpy
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+
+    from hrl.ros.arm_physics import RosArmPhysics
+    from sim.tabletop.env import PandaTabletopEnv
+
+    rclpy.init()
+    node = rclpy.create_node("physics_readers")
+    try:
+        physics = RosArmPhysics(node, SCENE, ARM, PERIOD, read_only=True)
+        env = PandaTabletopEnv(SCENE, backend=physics, goal_mode="pick_place")  # spaces built on NaN states
+        assert np.all(np.isnan(physics.joints()[0])) and "no arm joints" in physics.missing()
+        assert "no poses (two are needed) of cube on /objects/cube/pose" in physics.missing()
+
+        fingers = JointState(name=["panda_finger_joint2", "panda_finger_joint1"], position=[0.01, 0.02])
+        physics._on_joint_state(fingers)  # a gripper driver of its own
+        arm = JointState(name=list(reversed(ARM.joint_names)), position=list(reversed(ARM.home)))
+        physics._on_joint_state(arm)  # no velocities: differences
+        q, dq = physics.joints()
+        assert np.allclose(q, HOME) and np.allclose(dq, 0.0) and physics.finger_width() == pytest.approx(0.03)
+        assert np.allclose(env.tcp()[0], CHAIN.forward(HOME, np.array(SCENE.robot_base))[0])
+
+        bad = JointState(name=ARM.joint_names, position=[math.nan, *ARM.home[1:]])
+        physics._on_joint_state(bad)
+        assert np.allclose(physics.joints()[0], HOME)  # the last finite state is kept
+        assert physics.state_fault()[0] == "unusable joint state" and "panda_joint1 = nan" in physics.state_fault()[1]
+        physics._on_joint_state(JointState(name=ARM.joint_names[:3], position=[0.0] * 3))
+        assert "names some arm joints but not" in physics.state_fault()[1]
+        physics._on_joint_state(arm)
+        assert physics.state_fault() is None
+
+        def pose(t, x, yaw, frame="world"):
+            msg = PoseStamped()
+            msg.header.frame_id = frame
+            msg.header.stamp.sec, msg.header.stamp.nanosec = int(t), int((t % 1) * 1e9)
+            msg.pose.position.x, msg.pose.position.z = x, 0.02
+            msg.pose.orientation.w, msg.pose.orientation.z = math.cos(yaw / 2), math.sin(yaw / 2)
+            return msg
+
+        physics._on_object_pose("cube", pose(100.0, 0.0, 0.0))
+        physics._on_object_pose("cube", pose(100.02, 0.002, 0.004))
+        physics._on_object_pose("cube", pose(100.04, 0.004, 0.008))
+        s = physics.object_state("cube")
+        assert np.allclose(s.position, [0.004, 0, 0.02]) and np.allclose(s.linear_velocity, [0.1, 0, 0])
+        assert np.allclose(s.angular_velocity, [0, 0, 0.2])
+        assert physics.missing() == ""
+        physics._on_object_pose("cube", pose(100.06, 0.006, 0.0, frame="camera"))
+        assert "not world_frame 'world'" in physics.state_fault()[1]
+        with pytest.raises(ValueError, match="no object 'ball'"):
+            physics.object_state("ball")
+        with pytest.raises(RuntimeError, match="read-only"):
+            physics.step(HOME, 0.04)
+        with pytest.raises(RuntimeError, match="does not subscribe camera images"):
+            physics.render("front", 64, 64)
+        physics.close()
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
