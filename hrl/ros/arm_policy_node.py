@@ -306,14 +306,14 @@ class ArmPolicyNode(Node):
             with self._calls:
                 while self._pending is None and not self._stopping:
                     self._calls.wait()
-                if self._stopping:
+                if self._stopping or self._pending is None:
                     return
                 call, generation, self._pending = self._pending, self._generation, None
             try:
-                status = self.execute(call, generation)  # type: ignore[arg-type]
+                status = self.execute(call, generation)
             except Exception as err:  # a skill's or the env's error ends the call, never the node
-                self.get_logger().error(f"skill call {call.id} ({call.skill}) failed: {type(err).__name__}: {err}")  # type: ignore[union-attr]
-                status = SkillStatus(call.id, Outcome.ABORTED, why=f"{type(err).__name__}: {err}")  # type: ignore[union-attr]
+                self.get_logger().error(f"skill call {call.id} ({call.skill}) failed: {type(err).__name__}: {err}")
+                status = SkillStatus(call.id, Outcome.ABORTED, why=f"{type(err).__name__}: {err}")
             self.publish_status(status)
             said = (
                 f"skill call {status.id}: {status.outcome} after {status.steps} steps, distance {status.distance:.3f} m"
