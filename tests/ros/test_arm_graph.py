@@ -1,0 +1,104 @@
+"""The arm's whole graph over real DDS, each node in its own process: the simulated Panda (sim_arm_node), the
+skill policies (arm_policy_node) and the tabletop hierarchy (arm_planner_node) stack a block on another from a
+task sent as a ROS message, and a task the planner cannot use is refused with a status saying what to send."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from std_msgs.msg import String
+
+from hrl.ros.planner_node import is_final
+from tests.ros.conftest import spin_until
+
+#: The blocks scene's layout of reset seed 0: the symbolic plan and the shipped skills stack red on blue in both
+#: engines in simulation (tests/hierarchy/test_agent.py).
+LAYOUT_SEED = 0
+
+
+class Listener:
+    """Collects the strings published on a topic."""
+
+    def __init__(self, node, topic):
+        from hrl.ros.qos import profile
+
+        self.messages: list[str] = []
+        node.create_subscription(String, topic, lambda m: self.messages.append(m.data), profile("reliable"))
+
+
+def start_graph(processes, planner="symbolic"):
+    processes.start("hrl.ros.sim_arm_node", "scene:=blocks", "backend:=mujoco", f"layout_seed:={LAYOUT_SEED}")
+    processes.start("hrl.ros.arm_policy_node", "scene:=blocks")
+    return processes.start("hrl.ros.arm_planner_node", "scene:=blocks", f"planner:={planner}")
+
+
+def send_until_heard(node, publisher, text, status, timeout_s=120.0):
+    """Publish the task until the planner answers (its subscription may match after our first message)."""
+    publisher.publish(String(data=text))
+    heard = spin_until(node, lambda: bool(status.messages), 10.0)
+    while not heard and timeout_s > 0:
+        publisher.publish(String(data=text))
+        heard = spin_until(node, lambda: bool(status.messages), 10.0)
+        timeout_s -= 10.0
+    return heard
+
+
+def test_the_simulated_arm_stacks_red_on_blue_from_a_task_message(processes, rclpy_node):
+    planner = start_graph(processes)
+    status = Listener(rclpy_node, "/task_status")
+    calls = Listener(rclpy_node, "/arm_subgoal")
+    results = Listener(rclpy_node, "/arm_subgoal_status")
+    task = rclpy_node.create_publisher(String, "/task", 10)
+    assert send_until_heard(rclpy_node, task, "red_block on blue_block", status), processes.log(planner)
+    ended = spin_until(rclpy_node, lambda: any(is_final(m) for m in status.messages), 240.0)
+    logs = "\n".join(processes.log(p) for p, _ in processes.procs)
+    assert ended, f"no final status; got {status.messages}\n{logs}"
+    assert [m for m in status.messages if is_final(m)] == ["done"], f"{status.messages}\n{logs}"
+    # The plan went out as skill calls, each answered: reach over red, lift, carry, lower, release.
+    sent = [json.loads(c) for c in calls.messages]
+    # the last status may reach this listener after the planner's "done" (two topics, no order between them)
+    spin_until(rclpy_node, lambda: len(results.messages) >= len(sent), 10.0)
+    answered = {json.loads(r)["id"]: json.loads(r)["outcome"] for r in results.messages}
+    assert [c["skill"] for c in sent][:2] == ["reach", "pick_place"], sent
+    assert sent[-1]["skill"] == "release"
+    assert all(answered.get(c["id"]) == "reached" for c in sent), (sent, answered)
+    assert any(m.startswith("executing: ") for m in status.messages)
+
+
+def test_a_task_the_planner_cannot_use_is_refused_saying_what_to_send(processes, rclpy_node):
+    planner = processes.start("hrl.ros.arm_planner_node", "scene:=blocks")
+    status = Listener(rclpy_node, "/task_status")
+    task = rclpy_node.create_publisher(String, "/task", 10)
+    assert send_until_heard(rclpy_node, task, "green_block on blue_block", status), processes.log(planner)
+    refused = [m for m in status.messages if is_final(m)]
+    assert refused and refused[0].startswith("failed: "), status.messages
+    assert "'green_block'" in refused[0] and "red_block" in refused[0]  # the unknown name and what there is
+    status.messages.clear()
+    assert send_until_heard(rclpy_node, task, "{not json", status)
+    assert "not valid JSON" in status.messages[0]
+
+
+def test_a_planner_that_does_not_plan_for_the_tabletop_stops_the_node_naming_those_that_do(tmp_path, ros_domain):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "hrl.ros.arm_planner_node", "--ros-args", "-p", "planner:=graph"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert "'graph' does not plan for the tabletop" in out.stderr and "symbolic" in out.stderr
+
+
+@pytest.mark.parametrize("bad", ["scene:=no_such_scene", "skill_hz:=0.0"])
+def test_bad_parameters_stop_the_node_with_the_value(bad, ros_domain):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "hrl.ros.arm_planner_node", "--ros-args", "-p", bad],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert bad.split(":=")[1] in out.stderr
