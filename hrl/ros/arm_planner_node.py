@@ -34,21 +34,12 @@ from std_msgs.msg import String
 from hierarchy.domain import Outcome, SkillResult, Step
 from hrl.ros import qos
 from hrl.ros.arm_messages import MessageError, SkillCall, SkillStatus
-from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic
-from hrl.ros.planner_node import PlanWorker
-
-
-def _non_negative_int(value: Any) -> str | None:
-    return None if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else "must be an integer >= 0"
+from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic, whole_number
+from hrl.ros.planner_node import PlanWorker, _file_or_empty
 
 
 def _positive_int(value: Any) -> str | None:
     return None if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else "must be an integer >= 1"
-
-
-def _file_or_empty(value: Any) -> str | None:
-    ok = isinstance(value, str) and (not value or Path(value).is_file())
-    return None if ok else "must be an existing YAML file, or empty for the planner's defaults"
 
 
 #: How long a task waits for the first joint states and object poses (s).
@@ -68,7 +59,7 @@ PARAMS = [
         "YAML of planner parameters (the params of configs/planner/<name>.yaml)",
         _file_or_empty,
     ),
-    Param("max_replans", 3, "replans per task after failed subgoals", _non_negative_int),
+    Param("max_replans", 3, "replans per task after failed subgoals", whole_number),
     Param("max_episode_steps", 1500, "skill steps per task, all calls together", _positive_int),
     Param("skill_hz", 25.0, "the arm's skill rate (Hz): a call of budget B steps lasts about B / skill_hz s", positive),
     Param("call_slack", 3.0, "a skill call not answered within slack x its budget's time (+ 5 s) fails", positive),
