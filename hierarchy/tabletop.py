@@ -112,7 +112,15 @@ class TabletopDomain:
         )
         places = tuple(PlaceView(p.name, p.kind, p.color, p.center) for p in env.scene.places)
         tcp = tuple(float(v) for v in env.tcp()[0])
-        return TabletopView(env.scene.name, objects, places, tcp, held, skill_observation=env.observation_as)
+        return TabletopView(
+            env.scene.name,
+            objects,
+            places,
+            tcp,
+            held,
+            skill_observation=env.observation_as,
+            camera=getattr(env, "camera_image", None),
+        )
 
     # -- grounding ------------------------------------------------------------------------------------
     def ground(self, plan: TabletopPlan, scene: TabletopView) -> list[GroundedSubgoal]:

@@ -75,6 +75,9 @@ class TabletopView:
     #: ``(goal_mode, block_gripper, object, goal) -> observation``: what a skill would observe now for a candidate
     #: goal (SayCan's affordances: the skill's critic on it); None where the robot offers none.
     skill_observation: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    #: ``(camera="front", size=128, depth=True) -> sim.tabletop.physics.CameraImage``: what a camera sees now (RGB,
+    #: depth, its pinhole model), for the vision planners; None where the robot has no camera.
+    camera: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
 
     def names(self) -> dict[str, list[str]]:
         return {"object": [o.name for o in self.objects], "place": [p.name for p in self.places]}

@@ -27,7 +27,7 @@ import numpy as np
 
 from robots.arm import ArmSpec, load_arm
 from robots.kinematics import KinematicChain, solve_ik
-from sim.tabletop.physics import CAMERAS, PHYSICS_DT, TabletopPhysics, make_physics
+from sim.tabletop.physics import CAMERAS, PHYSICS_DT, CameraImage, TabletopPhysics, make_physics
 from sim.tabletop.scene import TabletopScene, load_scene
 
 GOAL_MODES = ("reach", "push", "pick_place", "place_on")
@@ -361,6 +361,21 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self.reward_type == "sparse":
             return -(d >= self.distance_threshold).astype(np.float32)
         return -d.astype(np.float32)
+
+    def camera_image(self, camera: str = "front", size: int = 128, depth: bool = True) -> CameraImage:
+        """What ``camera`` sees now, without the goal marker (a robot has none), with the pinhole model to project
+        world points and lift pixels (:class:`sim.tabletop.physics.CameraImage`): the vision planners' input."""
+        if camera not in CAMERAS:
+            raise ValueError(f"unknown camera {camera!r}; available: {', '.join(CAMERAS)}")
+        if not isinstance(size, int) or size < 16:
+            raise ValueError(f"camera image size must be an integer >= 16 pixels, got {size!r}")
+        self.physics.set_goal_marker(None)
+        try:
+            rgb = self.physics.render(camera, size, size)
+            metres = self.physics.render(camera, size, size, depth=True) if depth else None
+        finally:
+            self.physics.set_goal_marker(self._goal)
+        return CameraImage(rgb, metres, CAMERAS[camera])
 
     def render(self) -> np.ndarray | None:
         if self.render_mode != "rgb_array":

@@ -74,6 +74,52 @@ def depth_from_buffer(buffer: np.ndarray, near: float, far: float) -> np.ndarray
     return (far * near / (far - (far - near) * buffer)).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class CameraImage:
+    """One camera's picture and the pinhole model to go between its pixels and the world: ``rgb`` (h, w, 3)
+    uint8, ``depth`` (h, w) metres along the optical axis (None when not rendered), and the camera's *nominal*
+    pose (``spec``; what a calibrated robot believes, so camera jitter shows up as an error, as on a robot).
+    Pixels are (u, v) = (column, row) from the top left; fixed cameras only (a wrist camera moves with the TCP)."""
+
+    rgb: np.ndarray
+    depth: np.ndarray | None
+    spec: CameraSpec
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) in pixels."""
+        return int(self.rgb.shape[1]), int(self.rgb.shape[0])
+
+    def _frame(self) -> tuple[np.ndarray, np.ndarray, float]:
+        if self.spec.on_wrist:
+            raise ValueError(f"camera {self.spec.name!r} moves with the wrist; project with a fixed camera (front)")
+        eye = np.asarray(self.spec.eye, dtype=float)
+        rotation = look_at(eye, np.asarray(self.spec.target, dtype=float), np.asarray(self.spec.up, dtype=float))
+        focal = (self.size[1] / 2) / np.tan(np.radians(self.spec.fovy) / 2)
+        return eye, rotation, float(focal)
+
+    def project(self, points: np.ndarray) -> np.ndarray:
+        """World points (..., 3) -> continuous pixel coordinates (..., 2) as (u, v); pixel (i, j) spans [i, i+1)."""
+        eye, rotation, focal = self._frame()
+        pc = (np.asarray(points, dtype=float) - eye) @ rotation  # camera frame: x right, y up, z backwards
+        w, h = self.size
+        ahead = np.maximum(-pc[..., 2], 1e-9)
+        return np.stack([w / 2 + focal * pc[..., 0] / ahead, h / 2 - focal * pc[..., 1] / ahead], axis=-1)
+
+    def lift(self, u: float, v: float) -> np.ndarray:
+        """The world point (3,) seen at pixel (u, v) (continuous, or an index: its centre is used), from depth."""
+        if self.depth is None:
+            raise ValueError("this camera image has no depth; render it with depth to lift pixels to 3-D")
+        w, h = self.size
+        if not (0 <= u < w and 0 <= v < h):
+            raise ValueError(f"pixel ({u}, {v}) is outside the {w}x{h} image")
+        eye, rotation, focal = self._frame()
+        uc, vc = (u + 0.5, v + 0.5) if isinstance(u, (int, np.integer)) else (u, v)
+        d = float(self.depth[min(int(vc), h - 1), min(int(uc), w - 1)])
+        ray = np.array([(uc - w / 2) / focal, (h / 2 - vc) / focal, -1.0])
+        return eye + rotation @ (ray * d)
+
+
 #: Thickness (m) of a painted zone: visible from above (1 mm z-fights with the table in MuJoCo), no contacts.
 ZONE_THICKNESS = 0.002
 
