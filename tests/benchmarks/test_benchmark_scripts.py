@@ -5,9 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from benchmarks import env_throughput, soak
+from benchmarks import env_throughput, ros_loop, soak
 from benchmarks._common import record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +148,24 @@ def test_llm_planner_quick_prints_json_last(tmp_path):
 def test_ros_loop_quick_prints_json_last():
     figures = run_benchmark("ros_loop", "--quick", "--no-record", timeout=600)
     assert figures["50hz"]["odom_sent"] > 0 and figures["50hz"]["latency_p99_ms"] > 0
-    assert set(figures["targets_met"]) == {"p99<=5ms@50Hz", "no_missed@50Hz"}
+    arm = figures["arm_100hz"]
+    assert arm["commands"] > 0.5 * arm["rate_hz"] * arm["seconds"] and arm["latency_p99_ms"] > 0
+    assert arm["unmatched_commands"] <= 0.01 * arm["commands"]  # each command traced to the state it came from
+    assert set(figures["targets_met"]) == {
+        "p99<=2ms@50Hz", "no_missed@50Hz", "arm_p99<=5ms@100Hz", "arm_no_missed@100Hz"
+    }  # fmt: skip
+
+
+def test_ros_loop_arm_figures_trace_each_command_to_its_state():
+    """Latency from the newest /joint_states with the command's start position; periods without a command within a
+    call are missed, the gap between calls is not."""
+    q = lambda k: np.full(7, 0.1 * k)  # noqa: E731
+    states = [(0.010 * k, q(k)) for k in range(10)]
+    # commands from states 1, 2 and (after a 30 ms gap: two periods missed) 5; a new call starts after its status
+    commands = [(0.013, q(1)), (0.024, q(2)), (0.054, q(5)), (0.095, q(9)), (0.0955, np.full(7, 9.0))]
+    f = ros_loop.arm_loop_figures(states, commands, call_ends=[0.06], period=0.010)
+    assert f["latency_p50_ms"] == pytest.approx(4.0) and f["latency_max_ms"] == pytest.approx(5.0)
+    assert f["missed_cycles"] == 2 and f["skill_calls"] == 2 and f["unmatched_commands"] == 1
 
 
 @pytest.mark.slow
