@@ -87,6 +87,7 @@ PLANNERS: dict[str, str] = {
     "saycan": "llm_planner.planners.saycan:SayCanPlanner",
     "llm_goals": "llm_planner.planners.llm:LLMGoalsPlanner",
     "llm_route": "llm_planner.planners.llm:LLMRoutePlanner",
+    "vlm_http": "llm_planner.planners.vlm_http:VLMHttpPlanner",
 }
 
 

@@ -28,13 +28,18 @@ def check_messages(messages: list[Message]) -> None:
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
             raise LLMError(f"message {i} must be a mapping with text 'content', got {message!r:.80}")
-        try:
-            content.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise LLMError(
-                f"message {i} ({message.get('role')}) is not valid text: U+{ord(content[err.start]):04X} at "
-                f"character {err.start} cannot be encoded as UTF-8 (was the input decoded as UTF-8?)"
-            ) from None
+        check_text(content, f"message {i} ({message.get('role')})")
+
+
+def check_text(text: str, where: str) -> None:
+    """LLMError unless UTF-8 can carry ``text`` (``where``: which message or part, for the error)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise LLMError(
+            f"{where} is not valid text: U+{ord(text[err.start]):04X} at "
+            f"character {err.start} cannot be encoded as UTF-8 (was the input decoded as UTF-8?)"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 
 class OpenAIBackend:
     name = "openai"
+    #: What a message list must be before it is sent (text content; the vision backend also takes image parts).
+    check = staticmethod(check_messages)
 
     def __init__(
         self,
@@ -80,7 +82,7 @@ class OpenAIBackend:
         max_tokens: int = 128,
         seed: int = 0,
     ) -> Completion:
-        check_messages(messages)
+        self.check(messages)
         kwargs: dict[str, Any] = {}
         if schema is not None and self.response_format == "json_schema":
             kwargs["response_format"] = {
