@@ -1,0 +1,907 @@
+"""Generated tabletop instructions with their gold goals: the tabletop sibling of :mod:`.instructions`.
+
+``generate_tabletop(scene, n, split="train", seed=0)`` gives ``n`` distinct :class:`~llm_planner.tabletop.TabletopTask`
+s (``text``, ``goals`` in the order they are to be achieved, ``category``) for a scene of ``sim/scenes/`` that has a
+vocabulary (``sim/scenes/vocab/<scene>.yaml``: the words for its colours, sizes, objects and places), or for any scene
+a user adds with one. The gold follows the rules of the tabletop suites (hierarchy/suites.py): every object is an
+object of the scene, every target an object or a place, an object is moved once and never onto itself; and what
+the physics needs besides: a block carries at most one block, a block that something was put on is not moved
+afterwards, a place holds no more blocks than fit (:func:`goal_problem`).
+
+Categories (:data:`CATEGORIES`), those of the tabletop language suites plus the task suites':
+
+========== ==================================================================================================
+single     one placement, plainly ("Pick up the red block and set it down on the blue block.")
+multi      two or three, in order ("..., then ...", "First ..., and then ...", "X first, Y last")
+stack      a tower of two or three, bottom first
+relational "on top of", "beneath", "the block you just moved"; places by their fixed positions ("the bin
+           between the red bin and the green bin", "the bin closest to the robot")
+attribute  blocks by size ("the big block", "the small red cube")
+indirect   colours by what has them ("the block the colour of egg yolk")
+negation   "every block except the red one", "the block that is neither red nor blue", "leave X alone"
+sort       every block (or the blocks of some colours) into the place of its colour
+clear      every block into one place (or, where they do not all fit, a group of them)
+filler     a single, multi or stack instruction wrapped in politeness ("Hey robot, ... Thanks!")
+typo       a single instruction with a typing error in a word that names a block or a place
+========== ==================================================================================================
+
+A category a scene cannot express is skipped (``blocks`` has no places: no sort or clear).
+
+**Splits by template and by vocabulary** (train / val). Per seed, each template family (the sentence frames, the
+clause verbs, the connectors, the forms of indirect, negated and relational references, the fillers) is shuffled
+and cut 70 / 30 %; and every synonym (colour words beyond the plain one, size words, object and place nouns, the
+``like`` phrases of indirect colours) is held out for val by a seeded hash of the word itself, so a word has the
+same split in every scene. The plain words (red, big, block, bin) are in both: they are what a model must always
+read. A val instruction uses only val templates and plain or val words: it reads phrasings and words training
+never saw.
+
+**The test set**: the instructions of ``tabletop_language``, ``tabletop_language_sort`` and
+``tabletop_language_clear`` are never generated (an instruction whose normalised text equals one is dropped, and
+tests/llm_planner/test_tabletop_instructions.py checks that no generated text of either split has the skeleton of
+a test instruction), and no vocabulary phrase is one of theirs.
+
+Dataset on disk (``train.jsonl``, ``val.jsonl``, ``card.json``)::
+
+    python -m llm_planner.posttrain.tabletop_instructions --scene blocks --scene sort --n 1000 --seed 0 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import random
+import re
+import shlex
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from llm_planner.posttrain.instructions import normalise, typo
+from llm_planner.tabletop import Relation, TabletopTask
+from robots._fields import Fields, did_you_mean, load_yaml_mapping
+from sim.tabletop.scene import BIN_WALL_THICKNESS, PALETTE, SCENES_DIR, TabletopScene, load_scene
+
+CATEGORIES = (
+    "single", "multi", "stack", "relational", "attribute", "indirect", "negation", "sort", "clear", "filler", "typo",
+)  # fmt: skip
+SPLITS = ("train", "val")
+#: Share of each template family, and of the synonyms, held out for val.
+VAL_FRACTION = 0.3
+#: The suites whose instructions are the test set: never generated, never a template.
+TEST_SUITES = ("tabletop_language", "tabletop_language_sort", "tabletop_language_clear")
+#: Draws in a row that give nothing new before a category counts as exhausted for a split.
+MAX_MISSES = 300
+#: A place holds as many blocks as cells of this edge (m) fit inside it (inside the walls, for a bin).
+CELL = 0.05
+#: Where the vocabulary of ``DIR/<scene>.yaml`` lives: ``DIR/vocab/<scene>.yaml`` (every ``*.yaml`` in
+#: sim/scenes/ is a scene, so not beside it).
+VOCAB_DIR_NAME = "vocab"
+VOCAB_KEYS = ("scene", "description", "objects", "sizes", "colors", "places")
+SIZE_CLASSES = ("big", "small")
+#: "in" / "into" for a target of each kind (an object is a target too).
+PREPOSITIONS = {"object": ("on", "onto"), "bin": ("in", "into"), "plate": ("on", "onto"), "zone": ("in", "into")}
+
+# -- templates ------------------------------------------------------------------------------------------------
+# Slots: {x} the block(s) moved, {y} the target, {it} "it"/"them", {on}/{into} the preposition of the target;
+# {c}, {c1}.. clauses; {n1}.. goals as noun phrases ("the red block on the blue block"); {b}, {m}, {t} a tower's
+# blocks bottom up; {noun}/{nouns} the word for block(s), {pnoun}/{pnouns} for the places; {p} a place; {g} a group
+# of blocks; {e} the blocks left out. None is a test instruction with other words (a test checks the skeletons).
+TEMPLATES: dict[str, tuple[str, ...]] = {
+    "clause": (
+        "pick up {x} and set {it} down {on} {y}",
+        "grab {x} and leave {it} {on} {y}",
+        "take {x} and lay {it} {on} {y}",
+        "transfer {x} {into} {y}",
+        "carry {x} over {into} {y}",
+        "get {x} {into} {y}",
+        "position {x} {on} {y}",
+        "relocate {x} {into} {y}",
+        "lift {x} {into} {y}",
+        "pop {x} {into} {y}",
+        "rest {x} {on} {y}",
+        "shift {x} {into} {y}",
+        "pick {x} up and drop {it} {into} {y}",
+        "have {x} end up {on} {y}",
+        "lower {x} {into} {y}",
+        "deposit {x} {on} {y}",
+    ),
+    "frame": (
+        "{c}.",
+        "Could you {c}?",
+        "I'd like you to {c}.",
+        "Your job: {c}.",
+        "Can you {c}?",
+        "Go ahead and {c}.",
+        "Time to {c}.",
+        "I need you to {c}.",
+        "{c}, if you can.",
+        "Would you {c}?",
+        "Next task: {c}.",
+    ),
+    "statement": (
+        "{x} should end up {on} {y}.",
+        "I want {x} sitting {on} {y}.",
+        "The goal: {x} {on} {y}.",
+        "{x} ought to be {on} {y} when you are done.",
+        "When you finish, {x} should be {on} {y}.",
+        "I'd like to see {x} {on} {y}.",
+        "Let's have {x} {on} {y}.",
+        "What I want: {x} {on} {y}.",
+    ),
+    "then2": (
+        "{c1}, then {c2}.",
+        "First {c1}, and then {c2}.",
+        "{c1}; after that, {c2}.",
+        "{c1}, and once that's done, {c2}.",
+        "{c1}. Next, {c2}.",
+        "{c1} and afterwards {c2}.",
+        "Step one: {c1}. Step two: {c2}.",
+        "Before anything else, {c1}; then {c2}.",
+        "{c1}. When that is done, {c2}.",
+        "{c1}. Once finished, {c2}.",
+    ),
+    "then3": (
+        "{c1}, then {c2}, and finally {c3}.",
+        "First {c1}, next {c2}, and last {c3}.",
+        "{c1}; after that, {c2}; then {c3}.",
+        "Step one: {c1}. Step two: {c2}. Step three: {c3}.",
+        "{c1}. Next, {c2}. Finally, {c3}.",
+        "Start off: {c1}, then {c2}, and to finish, {c3}.",
+    ),
+    "order": (
+        "{n1} first, {n2} last.",
+        "{n1} first, {n3} last, {n2} in between.",
+        "In this order: {n1}, {n2}.",
+        "In this order: {n1}, {n2}, {n3}.",
+        "{n1} comes first and {n2} second.",
+        "Two moves: {n1}, then {n2}.",
+        "Three moves, in order: {n1}, {n2}, {n3}.",
+        "{n1} first, {n2} next, {n3} last.",
+    ),
+    "stack2": (
+        "Build a two-block tower with {b} at the bottom and {t} on top.",
+        "Make a tower of two: {b} below, {t} above.",
+        "I want a small tower: {t} resting on {b}.",
+        "Pile {t} onto {b} to make a tower.",
+        "Form a stack of two, {b} underneath and {t} up top.",
+        "Create a tower where {t} sits on {b}.",
+    ),
+    "stack3": (
+        "Build a tower with {b} at the bottom, {m} in the middle and {t} on top.",
+        "Make a three-block tower, from the bottom up: {b}, {m}, {t}.",
+        "Stack up a tower: {b} first, then {m} on it, then {t} on top.",
+        "Pile {m} onto {b} and then {t} onto {m}.",
+        "I want a tower of three with {t} at the top, {m} below it and {b} at the base.",
+        "Form a stack: {b} as the base, {m} next, {t} last.",
+        "Three {nouns}, one tower: {t} over {m} over {b}.",
+    ),
+    "sort": (
+        "Every {noun} goes into the {pnoun} of the same colour.",
+        "Match each {noun} to the {pnoun} of its colour.",
+        "Tidy up by colour: each {noun} into the {pnoun} that matches it.",
+        "Group the {nouns} by colour, each in the {pnoun} with the same colour.",
+        "Drop every {noun} into the {pnoun} whose colour it shares.",
+        "Colour-sort the {nouns} into the {pnouns}.",
+        "Put each {noun} where its colour belongs: the matching {pnoun}.",
+        "Sort by colour: every {noun} in its matching {pnoun}.",
+        "Arrange the {nouns} so each sits in the {pnoun} of its own colour.",
+        "Separate the {nouns} into the {pnouns} by colour.",
+    ),
+    "sort_some": (
+        "Sort {g} into the {pnouns} of their colours.",
+        "Only {g}: each into the {pnoun} matching its colour.",
+        "Take {g} and drop each in the {pnoun} of its colour.",
+        "{g} go into the {pnouns} that match their colours.",
+        "Just {g} this time, each into the {pnoun} of the same colour.",
+    ),
+    "clear": (
+        "Everything on the table goes {into} {p}.",
+        "Tidy the table: every {noun} {into} {p}.",
+        "Empty the table {into} {p}.",
+        "Gather up all the {nouns} and drop them {into} {p}.",
+        "Collect every {noun} {into} {p}.",
+        "Get all the {nouns} off the table and {into} {p}.",
+        "Leave no {noun} on the table: they all go {into} {p}.",
+        "Move the whole lot {into} {p}.",
+        "Pack every {noun} away {into} {p}.",
+        "Round up the {nouns} and leave them {in} {p}.",
+    ),
+    "clear_group": (
+        "Gather {g} {into} {p}.",
+        "Collect {g} together {in} {p}.",
+        "Clear {g} off the table {into} {p}.",
+        "{g} should end up together {in} {p}.",
+        "Bring {g} over {into} {p}.",
+    ),
+    "group": (
+        "both {c} {nouns}",
+        "the two {c} {nouns}",
+        "all the {c} {nouns}",
+        "the {c} {nouns}",
+    ),
+    "prefix": (
+        "Hey robot, ",
+        "Okay, ",
+        "If it's not too much trouble, ",
+        "Whenever you're ready, ",
+        "Alright arm, ",
+        "Hi! ",
+        "Right, ",
+        "One more thing: ",
+        "So, ",
+        "Listen up, ",
+    ),
+    "suffix": (
+        " Thanks!",
+        " Thank you.",
+        " No hurry.",
+        " Cheers.",
+        " That would help a lot.",
+        " Much obliged.",
+        " Carefully, please.",
+        " Thanks a bunch.",
+        " Appreciate it.",
+        " Go slowly.",
+    ),
+}
+
+
+# -- vocabulary -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SceneVocabulary:
+    """The words of one scene: nouns for its blocks, size words, per colour its words and the things that have it
+    (``like``: "egg yolk" -> yellow), per place its nouns. In every list but ``like`` the first is the plain word."""
+
+    scene: str
+    source: str
+    objects: tuple[str, ...]
+    sizes: dict[str, tuple[str, ...]]
+    colors: dict[str, tuple[str, ...]]
+    like: dict[str, tuple[str, ...]]
+    places: dict[str, tuple[str, ...]]
+
+
+def tabletop_vocabulary_path(scene: TabletopScene) -> Path:
+    """``vocab/<scene file stem>.yaml`` beside the scene's file."""
+    source = Path(scene.source)
+    return source.parent / VOCAB_DIR_NAME / f"{source.stem}.yaml"
+
+
+def scenes_with_vocabulary() -> list[str]:
+    """The shipped scenes (sim/scenes/) that have a vocabulary file."""
+    return sorted(p.stem for p in (SCENES_DIR / VOCAB_DIR_NAME).glob("*.yaml") if (SCENES_DIR / p.name).is_file())
+
+
+def load_tabletop_vocabulary(scene: TabletopScene | str, path: str | Path | None = None) -> SceneVocabulary:
+    """The vocabulary of ``scene`` (a scene, a shipped scene's name or a scene path), from ``path`` or from
+    :func:`tabletop_vocabulary_path`, checked against the scene.
+
+    Raises:
+        ValueError: the scene has no vocabulary file (says where it was looked for).
+        ConfigFileError: (a ValueError) ``<file>: <field>: <problem>`` for anything malformed.
+    """
+    if not isinstance(scene, TabletopScene):
+        scene = load_scene(scene)
+    path = Path(path) if path is not None else tabletop_vocabulary_path(scene)
+    if not path.is_file():
+        raise ValueError(
+            f"scene {scene.name!r} has no vocabulary: {str(path)!r} does not exist; write one (see "
+            "sim/scenes/vocab/sort.yaml) or generate for the scenes that have one: "
+            + ", ".join(scenes_with_vocabulary())
+        )
+    return tabletop_vocabulary_from_dict(load_yaml_mapping(path), scene, source=str(path))
+
+
+def tabletop_vocabulary_from_dict(data: object, scene: TabletopScene, source: str = "<vocabulary>") -> SceneVocabulary:
+    """A vocabulary from a mapping (a YAML document), checked against ``scene``
+    (see :func:`load_tabletop_vocabulary`)."""
+    root = Fields(source, "", data)
+    root.reject_unknown(VOCAB_KEYS)
+    name = root.text("scene")
+    if name != scene.name:
+        raise root.error("scene", f"this vocabulary is for scene {name!r}, but it was loaded for scene {scene.name!r}")
+    root.string("description")
+    owner: dict[str, str] = {}  # word (lower case) -> the field that claimed it: a word means one thing
+
+    def claim(f: Fields, key: str, words: tuple[str, ...]) -> tuple[str, ...]:
+        if not words:
+            raise f.error(key, "needs at least one word (the plain word first)")
+        for i, word in enumerate(words):
+            text = " ".join(word.lower().split())
+            if text in owner:
+                raise f.error(f"{key}[{i}]", f"{word!r} is already {owner[text]}: a word means one thing")
+            owner[text] = f"a word of {f.child_path(key)}"
+        return tuple(" ".join(w.split()) for w in words)
+
+    objects = claim(root, "objects", root.string_list("objects"))
+    sizes: dict[str, tuple[str, ...]] = {}
+    if root.has("sizes"):
+        f = root.sub("sizes")
+        f.reject_unknown(SIZE_CLASSES)
+        sizes = {k: claim(f, k, f.string_list(k)) for k in SIZE_CLASSES if f.has(k)}
+    colors_f = root.sub("colors")
+    for key in colors_f.data:
+        if str(key) not in PALETTE:
+            raise colors_f.error(
+                str(key), f"unknown colour{did_you_mean(str(key), list(PALETTE))}; colours: {', '.join(PALETTE)}"
+            )
+    for o in scene.objects:
+        if not o.color:
+            raise root.error("colors", f"object {o.name!r} of scene {scene.name!r} has a custom rgba colour; "
+                             "instructions name blocks by colour: give it a palette colour in the scene")  # fmt: skip
+        if o.color not in colors_f.data:
+            raise colors_f.error(None, f"missing colour {o.color!r} (the colour of {o.name!r}); every colour of a "
+                                 "block needs its words")  # fmt: skip
+    colors: dict[str, tuple[str, ...]] = {}
+    like: dict[str, tuple[str, ...]] = {}
+    for key in colors_f.data:
+        c = Fields(source, colors_f.child_path(str(key)), colors_f.data[key])
+        c.reject_unknown(("words", "like"))
+        colors[str(key)] = claim(c, "words", c.string_list("words") if c.has("words") else (str(key),))
+        like[str(key)] = claim(c, "like", c.string_list("like")) if c.has("like") else ()
+    color_words = {w.lower(): c for c, ws in colors.items() for w in ws} | {c: c for c in PALETTE}
+    for c, phrases in like.items():
+        for i, phrase in enumerate(phrases):
+            named = [w for w in re.findall(r"[a-z][a-z'-]*", phrase.lower()) if w in color_words]
+            if named:
+                raise colors_f.error(f"{c}.like[{i}]", f"{phrase!r} contains the colour word {named[0]!r}; a like "
+                                     "phrase names a thing of that colour, not the colour")  # fmt: skip
+    places_f = root.sub("places", {})
+    known = [p.name for p in scene.places]
+    for key in places_f.data:
+        if str(key) not in known:
+            raise places_f.error(str(key), f"unknown place {str(key)!r} in scene {scene.name!r}"
+                                 f"{did_you_mean(str(key), known)}; places: {', '.join(known) or 'none'}")  # fmt: skip
+    missing = [p for p in known if p not in places_f.data]
+    if missing:
+        raise root.error("places", f"missing place {missing[0]!r} of scene {scene.name!r}: give its nouns")
+    places: dict[str, tuple[str, ...]] = {}
+    for p in known:
+        nouns = places_f.string_list(p)
+        if not nouns:
+            raise places_f.error(p, "needs at least one noun (the plain word first)")
+        for i, noun in enumerate(nouns):
+            words = re.findall(r"[a-z][a-z'-]*", noun.lower())
+            bad = [w for w in words if w in color_words] + [w for w in words if w in {o.lower() for o in objects}]
+            if bad:
+                raise places_f.error(f"{p}[{i}]", f"{noun!r} contains {bad[0]!r}, a colour or block word; a place's "
+                                     "nouns name the kind of place (the generator adds its colour)")  # fmt: skip
+        places[p] = tuple(" ".join(n.split()) for n in nouns)  # a noun may be shared by places: "bin" for every bin
+    return SceneVocabulary(scene.name, source, objects, sizes, colors, like, places)
+
+
+# -- gold rules -----------------------------------------------------------------------------------------------
+def capacity(scene: TabletopScene, place: str) -> int:
+    """How many blocks a place holds: cells of :data:`CELL` inside it (inside the walls, for a bin)."""
+    p = scene.place(place)
+    inset = 2 * BIN_WALL_THICKNESS if p.kind == "bin" else 0.0
+    return int((p.size[0] - inset) / CELL + 1e-9) * int((p.size[1] - inset) / CELL + 1e-9)
+
+
+def goal_problem(scene: TabletopScene, goals: Sequence[Relation]) -> str | None:
+    """What is wrong with ``goals`` in ``scene`` (None: nothing): the suites' rules (hierarchy/suites.py: known
+    names, an object moved once and never onto itself) and the physics' (a block carries at most one block, a
+    block something was put on is not moved afterwards, a place holds at most :func:`capacity` blocks)."""
+    objects = [o.name for o in scene.objects]
+    places = [p.name for p in scene.places]
+    moved = [g.object for g in goals]
+    if not goals:
+        return "no goals"
+    if len(set(moved)) != len(moved):
+        return f"an object is moved twice: {[g.text() for g in goals]}"
+    for i, g in enumerate(goals):
+        if g.object not in objects:
+            return f"{g.object!r} is not an object of scene {scene.name!r}"
+        if g.on not in objects + places:
+            return f"{g.on!r} is not an object or place of scene {scene.name!r}"
+        if g.on == g.object:
+            return f"{g.object!r} cannot go on itself"
+        if g.on in objects and g.on in moved[i + 1 :]:
+            return f"{g.on!r} is moved after {g.object!r} was put on it"
+    load = Counter(g.on for g in goals)
+    for target, count in load.items():
+        if target in objects and count > 1:
+            return f"{count} objects on {target!r}: a block carries one"
+        if target in places and count > capacity(scene, target):
+            return f"{count} objects in {target!r}, which holds {capacity(scene, target)}"
+    return None
+
+
+# -- splits ---------------------------------------------------------------------------------------------------
+def split_templates(seed: int) -> dict[str, dict[str, tuple[int, ...]]]:
+    """split -> family -> the template indices it may use, for ``seed``: each family shuffled and cut, val
+    :data:`VAL_FRACTION` of it (at least one), train the rest (at least one)."""
+    out: dict[str, dict[str, tuple[int, ...]]] = {s: {} for s in SPLITS}
+    for family, items in TEMPLATES.items():
+        ids = list(range(len(items)))
+        random.Random(f"{seed}:templates:{family}").shuffle(ids)
+        n_val = min(len(ids) - 1, max(1, round(len(ids) * VAL_FRACTION)))
+        out["val"][family], out["train"][family] = tuple(sorted(ids[:n_val])), tuple(sorted(ids[n_val:]))
+    return out
+
+
+def word_split(seed: int, kind: str, word: str) -> str:
+    """The split of a synonym (never of a plain word): val for :data:`VAL_FRACTION` of them, by a seeded hash of the
+    word itself, so a word has the same split in every scene and list."""
+    digest = hashlib.sha256(f"{seed}:{kind}:{word.lower()}".encode()).digest()
+    return "val" if int.from_bytes(digest[:8], "big") / 2**64 < VAL_FRACTION else "train"
+
+
+# -- instructions ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TabletopInstruction:
+    """One generated instruction, its gold goals, and what it was made of (what the splits hold apart)."""
+
+    id: str
+    scene: str
+    split: str
+    category: str
+    text: str
+    goals: tuple[Relation, ...]
+    templates: tuple[str, ...] = ()  # "<family>/<index>" of every template used
+    words: tuple[str, ...] = ()  # "<kind>:<word>" of every synonym used (plain words are in every split)
+
+    def task(self) -> TabletopTask:
+        return TabletopTask(self.text, self.goals, self.category)
+
+    def row(self) -> dict[str, Any]:
+        """A JSON-safe dataset line; ``goals`` as "a on b", in order."""
+        return {"id": self.id, "scene": self.scene, "split": self.split, "category": self.category,
+                "text": self.text, "goals": [g.text() for g in self.goals], "templates": list(self.templates),
+                "words": list(self.words)}  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TabletopInstruction:
+        goals = tuple(Relation(*(s.strip() for s in g.split(" on "))) for g in row["goals"])
+        return cls(row["id"], row["scene"], row["split"], row["category"], row["text"], goals,
+                   tuple(row.get("templates", ())), tuple(row.get("words", ())))  # fmt: skip
+
+
+@dataclass
+class _Draft:
+    """What one instruction is being made of: the templates and synonyms it used."""
+
+    rng: random.Random
+    split: str
+    templates: list[str]
+    words: list[str]
+
+    def template(self, family: str, allowed: Sequence[int], fits: Any = None) -> str | None:
+        options = [i for i in allowed if fits is None or fits(TEMPLATES[family][i])]
+        if not options:
+            return None
+        i = self.rng.choice(options)
+        self.templates.append(f"{family}/{i}")
+        return TEMPLATES[family][i]
+
+
+def _fill(template: str, **slots: str) -> str:
+    return template.format(**{k: v for k, v in slots.items() if "{" + k + "}" in template})
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split())
+    return text[0].upper() + text[1:]
+
+
+def _slots(template: str) -> set[str]:
+    return set(re.findall(r"{(\w+)}", template))
+
+
+class TabletopInstructionGenerator:
+    """Generates :class:`TabletopInstruction` s for one scene and seed; ``generate(split, n)`` is deterministic."""
+
+    def __init__(self, scene: TabletopScene | str | Path, vocabulary: SceneVocabulary | None = None, seed: int = 0):
+        self.scene = scene if isinstance(scene, TabletopScene) else load_scene(scene)
+        self.vocab = vocabulary if vocabulary is not None else load_tabletop_vocabulary(self.scene)
+        if self.vocab.scene != self.scene.name:
+            raise ValueError(f"vocabulary of scene {self.vocab.scene!r} given for scene {self.scene.name!r}")
+        self.seed = seed
+        self.allowed = split_templates(seed)
+        s = self.scene
+        self.objects = [o.name for o in s.objects]
+        self.places = [p.name for p in s.places]
+        self.color = {o.name: o.color for o in s.objects} | {p.name: p.color for p in s.places}
+        edges = {o.name: max(o.size) for o in s.objects}
+        varied = len(set(edges.values())) > 1 and bool(self.vocab.sizes)
+        biggest = max(edges.values())
+        self.size = {o: ("big" if e == biggest else "small") if varied else None for o, e in edges.items()}
+        self.kind = {p.name: p.kind for p in s.places} | dict.fromkeys(self.objects, "object")
+        self._tests = test_texts()
+
+    # -- public ------------------------------------------------------------------------------------------------
+    def categories(self) -> tuple[str, ...]:
+        """The categories this scene can express."""
+        out = ["single", "multi", "stack", "filler", "typo"]
+        if self._sort_map():
+            out.append("sort")
+        if self.places:
+            out.append("clear")
+        return tuple(c for c in CATEGORIES if c in out)
+
+    def generate(self, split: str, n: int) -> tuple[list[TabletopInstruction], Counter]:
+        """``n`` distinct instructions of ``split``, categories in turn; and a Counter of what was dropped
+        (``test_like``: equal to a test instruction; ``duplicate``; ``unusable``: the draw found no valid task) and
+        of the categories exhausted (``exhausted:<category>``: how many it made). Raises ValueError when every
+        category is exhausted before ``n``."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be a whole number >= 0, got {n!r}")
+        rng = random.Random(f"{self.seed}:{self.scene.name}:{split}")
+        categories = list(self.categories())
+        out: list[TabletopInstruction] = []
+        seen: set[str] = set()
+        dropped: Counter = Counter()
+        misses: Counter = Counter()
+        turn = 0
+        while len(out) < n:
+            if not categories:
+                raise ValueError(
+                    f"scene {self.scene.name!r}, split {split!r}: only {len(out)} distinct instructions of {n} "
+                    f"(dropped: {dict(dropped)}); add words to its vocabulary or ask for fewer"
+                )
+            category = categories[turn % len(categories)]
+            made = self.make(category, split, rng)
+            key = normalise(made.text) if made is not None else ""
+            reason = "unusable" if made is None else "test_like" if key in self._tests else ""
+            reason = reason or ("duplicate" if key in seen else "")
+            if reason:
+                dropped[reason] += 1
+                misses[category] += 1
+                if misses[category] >= MAX_MISSES:
+                    dropped[f"exhausted:{category}"] = sum(i.category == category for i in out)
+                    categories.remove(category)
+                continue
+            misses[category] = 0
+            turn += 1
+            seen.add(key)
+            out.append(replace(made, id=f"{self.scene.name}-{split}-{len(out):06d}"))
+        return out, dropped
+
+    def make(self, category: str, split: str, rng: random.Random) -> TabletopInstruction | None:
+        """One instruction of ``category`` (None when this draw found no valid task); its gold is checked."""
+        d = _Draft(rng, split, [], [])
+        made = getattr(self, f"_{category}")(d)
+        if made is None:
+            return None
+        text, goals = made
+        problem = goal_problem(self.scene, goals)
+        if problem:  # a bug in the generator, not in its input: never hand out a wrong gold
+            raise RuntimeError(f"generated {text!r} with bad goals {[g.text() for g in goals]}: {problem}")
+        return TabletopInstruction("", self.scene.name, split, category, text, tuple(goals),
+                                   tuple(d.templates), tuple(dict.fromkeys(d.words)))  # fmt: skip
+
+    # -- words ---------------------------------------------------------------------------------------------------
+    def _word(self, d: _Draft, kind: str, words: Sequence[str], plain: float = 0.6) -> str:
+        """The plain word (``words[0]``) with probability ``plain``, else a synonym of the draft's split."""
+        synonyms = [w for w in words[1:] if word_split(self.seed, kind, w) == d.split]
+        if not synonyms or d.rng.random() < plain:
+            return words[0]
+        w = d.rng.choice(synonyms)
+        d.words.append(f"{kind}:{w}")
+        return w
+
+    def _noun(self, d: _Draft, plural: bool = False) -> str:
+        w = self._word(d, "object", self.vocab.objects)
+        return w + "s" if plural else w
+
+    def _color_word(self, d: _Draft, color: str) -> str:
+        return self._word(d, "color", self.vocab.colors[color], plain=0.7)
+
+    def _size_word(self, d: _Draft, size: str) -> str:
+        return self._word(d, "size", self.vocab.sizes[size], plain=0.5)
+
+    # -- references ----------------------------------------------------------------------------------------------
+    def _matching(self, color: str | None = None, size: str | None = None) -> list[str]:
+        return [o for o in self.objects if color in (None, self.color[o]) and size in (None, self.size[o])]
+
+    def _nameable(self) -> list[str]:
+        """The blocks a plain reference names alone (by colour, else by size and colour)."""
+        return [o for o in self.objects if self._plain_features(o) is not None]
+
+    def _plain_features(self, obj: str) -> tuple[bool, bool] | None:
+        """(size, colour) features that name ``obj`` alone: colour if unique, else size and colour; None if neither."""
+        if self._matching(self.color[obj]) == [obj]:
+            return (False, True)
+        if self.size[obj] and self._matching(self.color[obj], self.size[obj]) == [obj]:
+            return (True, True)
+        return None
+
+    def _obj(self, d: _Draft, obj: str) -> str:
+        """A plain reference to one block: "the red block", "the big blue cube"."""
+        features = self._plain_features(obj)
+        if features is None:
+            raise RuntimeError(f"{obj!r} cannot be named alone in scene {self.scene.name!r}")
+        size = self._size_word(d, self.size[obj]) + " " if features[0] else ""
+        return f"the {size}{self._color_word(d, self.color[obj])} {self._noun(d)}"
+
+    def _place(self, d: _Draft, place: str) -> str | None:
+        """A plain reference to a place: its noun alone where no other place shares it ("the plate"), else with its
+        colour ("the red bin"); None when neither names it alone."""
+        noun = self._word(d, "place", self.vocab.places[place], plain=0.6)
+        sharing = [p for p in self.places if noun in self.vocab.places[p]]
+        color = self.color[place]
+        if len(sharing) == 1 and (not color or color not in self.vocab.colors or d.rng.random() < 0.7):
+            return f"the {noun}"
+        if color in self.vocab.colors and [p for p in sharing if self.color[p] == color] == [place]:
+            return f"the {self._color_word(d, color)} {noun}"
+        return None
+
+    def _target(self, d: _Draft, target: str) -> str | None:
+        return self._obj(d, target) if target in self.objects else self._place(d, target)
+
+    def _group(self, d: _Draft, color: str) -> str | None:
+        """The blocks of one colour, two or more of them: "both red blocks"."""
+        members = self._matching(color)
+        if len(members) < 2:
+            return None
+        fits = None if len(members) == 2 else (lambda t: "both" not in t and "two" not in t)
+        form = d.template("group", self.allowed[d.split]["group"], fits)
+        return form and _fill(form, c=self._color_word(d, color), nouns=self._noun(d, plural=True))
+
+    # -- sentences -----------------------------------------------------------------------------------------------
+    def _clause(self, d: _Draft, x: str, y: str, target: str, plural: bool = False) -> str | None:
+        on, into = PREPOSITIONS[self.kind[target]]
+        form = d.template("clause", self.allowed[d.split]["clause"])
+        return form and _fill(form, x=x, y=y, it="them" if plural else "it", on=on, into=into)
+
+    def _one(self, d: _Draft, x: str, y: str, target: str, plural: bool = False) -> str | None:
+        """A sentence for one goal: a frame around a clause, or a statement."""
+        allowed = self.allowed[d.split]
+        if d.rng.random() < 0.3:
+            form = d.template("statement", allowed["statement"])
+            return form and _sentence(_fill(form, x=x, y=y, on=PREPOSITIONS[self.kind[target]][0]))
+        clause = self._clause(d, x, y, target, plural)
+        form = clause and d.template("frame", allowed["frame"])
+        return form and _sentence(_fill(form, c=clause))
+
+    def _pick_goals(self, d: _Draft, k: int, movers: Sequence[str] | None = None) -> list[Relation] | None:
+        """``k`` random valid goals moving nameable blocks onto blocks or places."""
+        movers = list(movers if movers is not None else self._nameable())
+        for _ in range(20):
+            if len(movers) < k:
+                return None
+            moved = d.rng.sample(movers, k)
+            goals = []
+            for x in moved:
+                targets = [
+                    t for t in self.objects + self.places if t != x and (t in self.places or t in self._nameable())
+                ]
+                goals.append(Relation(x, d.rng.choice(targets)))
+            if goal_problem(self.scene, goals) is None:
+                return goals
+        return None
+
+    # -- categories ----------------------------------------------------------------------------------------------
+    def _single(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        groups = [c for c in dict.fromkeys(self.color[o] for o in self.objects) if len(self._matching(c)) >= 2]
+        if self.places and groups and d.rng.random() < 0.2:  # "both red blocks into the red bin"
+            color = d.rng.choice(groups)
+            place = d.rng.choice(self.places)
+            goals = [Relation(o, place) for o in self._matching(color)]
+            x, y = self._group(d, color), self._place(d, place)
+            text = x and y and self._one(d, x, y, place, plural=True)
+            return (text, goals) if text and goal_problem(self.scene, goals) is None else None
+        goals = self._pick_goals(d, 1)
+        if not goals:
+            return None
+        g = goals[0]
+        x, y = self._obj(d, g.object), self._target(d, g.on)
+        text = y and self._one(d, x, y, g.on)
+        return (text, goals) if text else None
+
+    def _multi(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        k = d.rng.choice([2, 2, 3])
+        goals = self._pick_goals(d, k)
+        if not goals:
+            return None
+        allowed = self.allowed[d.split]
+        refs = [(self._obj(d, g.object), self._target(d, g.on)) for g in goals]
+        if any(y is None for _, y in refs):
+            return None
+        if d.rng.random() < 0.3:  # goals as noun phrases: "X first, Y last"
+            form = d.template("order", allowed["order"], lambda t: _slots(t) == {f"n{i + 1}" for i in range(k)})
+            if form is None:
+                return None
+            nps = {
+                f"n{i + 1}": f"{x} {PREPOSITIONS[self.kind[g.on]][0]} {y}"
+                for i, ((x, y), g) in enumerate(zip(refs, goals, strict=True))
+            }
+            return _sentence(_fill(form, **nps)), goals
+        clauses = [self._clause(d, x, y, g.on) for (x, y), g in zip(refs, goals, strict=True)]
+        form = d.template(f"then{k}", allowed[f"then{k}"])
+        if form is None or None in clauses:
+            return None
+        return _sentence(_fill(form, **{f"c{i + 1}": c for i, c in enumerate(clauses)})), goals
+
+    def _stack(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        nameable = self._nameable()
+        k = d.rng.choice([2, 3]) if len(nameable) >= 3 else 2
+        if len(nameable) < k:
+            return None
+        tower = d.rng.sample(nameable, k)
+        goals = [Relation(top, below) for below, top in itertools.pairwise(tower)]
+        form = d.template(f"stack{k}", self.allowed[d.split][f"stack{k}"])
+        if form is None:
+            return None
+        refs = dict(zip("bmt" if k == 3 else "bt", (self._obj(d, o) for o in tower), strict=True))
+        return _sentence(_fill(form, nouns=self._noun(d, plural=True), **refs)), goals
+
+    def _sort_map(self) -> dict[str, str]:
+        """block -> the one place of its colour, when every block has one (else {}: the scene cannot sort)."""
+        out = {}
+        for o in self.objects:
+            same = [p for p in self.places if self.color[p] == self.color[o]]
+            if len(same) != 1:
+                return {}
+            out[o] = same[0]
+        return out
+
+    def _place_nouns(self, d: _Draft, places: Sequence[str]) -> str:
+        """A noun every one of ``places`` answers to ("bin"), else "place"."""
+        common = [n for n in self.vocab.places[places[0]] if all(n in self.vocab.places[p] for p in places)]
+        return self._word(d, "place", common) if common else "place"
+
+    def _sort(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        sort = self._sort_map()
+        colors = list(dict.fromkeys(self.color[o] for o in self.objects))
+        allowed = self.allowed[d.split]
+        if d.rng.random() < 0.4 and len(colors) > 1:  # the blocks of some colours
+            chosen = d.rng.sample(colors, d.rng.randint(1, len(colors) - 1))
+            moved = [o for o in self.objects if self.color[o] in chosen]
+            if len(moved) < 2:
+                return None
+            words = [self._color_word(d, c) for c in chosen]
+            listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+            group = f"the {listed} {self._noun(d, plural=True)}"
+            form = d.template("sort_some", allowed["sort_some"])
+        else:
+            moved, group = list(self.objects), ""
+            form = d.template("sort", allowed["sort"])
+        goals = [Relation(o, sort[o]) for o in moved]
+        if form is None or goal_problem(self.scene, goals):
+            return None
+        pnoun = self._place_nouns(d, [sort[o] for o in moved])
+        text = _fill(
+            form, g=group, noun=self._noun(d), nouns=self._noun(d, plural=True), pnoun=pnoun, pnouns=pnoun + "s"
+        )
+        return _sentence(text), goals
+
+    def _clear(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        allowed = self.allowed[d.split]
+        place = d.rng.choice(self.places)
+        everything = [Relation(o, place) for o in self.objects]
+        if goal_problem(self.scene, everything) is None and d.rng.random() < 0.8:
+            goals, form = everything, d.template("clear", allowed["clear"])
+            group = ""
+        else:  # not all of them fit (or for variety): the blocks of one colour
+            colors = [c for c in dict.fromkeys(self.color[o] for o in self.objects) if len(self._matching(c)) >= 2]
+            if not colors:
+                return None
+            color = d.rng.choice(colors)
+            goals = [Relation(o, place) for o in self._matching(color)]
+            group = self._group(d, color)
+            form = d.template("clear_group", allowed["clear_group"])
+        p = self._place(d, place)
+        if form is None or p is None or group is None or goal_problem(self.scene, goals):
+            return None
+        on, into = PREPOSITIONS[self.kind[place]]
+        text = _fill(
+            form, p=p, g=group, noun=self._noun(d), nouns=self._noun(d, plural=True), on=on, into=into, **{"in": on}
+        )
+        return _sentence(text), goals
+
+    def _filler(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        base = d.rng.choice([self._single, self._single, self._multi, self._stack])(d)
+        if base is None:
+            return None
+        text, goals = base
+        allowed = self.allowed[d.split]
+        which = d.rng.choice(["prefix", "suffix", "both"])
+        if which in ("prefix", "both"):
+            prefix = d.template("prefix", allowed["prefix"])
+            text = prefix + (text if prefix.rstrip().endswith(("!", ".")) else text[0].lower() + text[1:])
+        if which in ("suffix", "both"):
+            text = text + d.template("suffix", allowed["suffix"])
+        return _sentence(text), goals
+
+    def _typo(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        goals = self._pick_goals(d, 1)
+        if not goals:
+            return None
+        g = goals[0]
+        x, y = self._obj(d, g.object), self._target(d, g.on)
+        if y is None:
+            return None
+        labels = self._labels()
+        if d.rng.random() < 0.5:
+            x = typo(x, d.rng, labels)
+        else:
+            y = typo(y, d.rng, labels)
+        text = x and y and self._one(d, x, y, g.on)
+        return (text, goals) if text else None
+
+    def _labels(self) -> set[str]:
+        """Every word of the vocabulary: a typo never lands on one."""
+        v = self.vocab
+        words = [*v.objects, *(w for ws in (*v.sizes.values(), *v.colors.values(), *v.places.values()) for w in ws)]
+        return {w.lower() for w in words} | {w.lower() + "s" for w in words} | set(PALETTE)
+
+
+# -- the test set -----------------------------------------------------------------------------------------------
+def test_texts() -> set[str]:
+    """The normalised instructions of the test suites (:data:`TEST_SUITES`)."""
+    from hierarchy.suites import load_tabletop_suite
+
+    return {normalise(t.text) for name in TEST_SUITES for t in load_tabletop_suite(name).tasks}
+
+
+# -- the public function and the dataset ------------------------------------------------------------------------
+def generate_tabletop(scene: str | Path, n: int, split: str = "train", seed: int = 0) -> list[TabletopTask]:
+    """``n`` distinct generated tasks of ``split`` ("train" or "val") in ``scene`` (a scene with a vocabulary:
+    a shipped name or a scene path), categories in turn; deterministic for a seed, other seeds give other sets."""
+    items, _ = TabletopInstructionGenerator(scene, seed=seed).generate(split, n)
+    return [i.task() for i in items]
+
+
+def write_dataset(scenes: Sequence[str], n: int, n_val: int, seed: int, out: str | Path) -> dict[str, Any]:
+    """``<out>/train.jsonl`` and ``val.jsonl`` (``n`` and ``n_val`` instructions shared equally by ``scenes``) and
+    ``card.json`` (seed, sizes, counts per category, what was dropped); returns the card."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sizes = {"train": n, "val": n_val}
+    card: dict[str, Any] = {"seed": seed, "scenes": list(scenes), "sizes": sizes, "val_fraction": VAL_FRACTION,
+                            "test_suites": list(TEST_SUITES), "counts": {}, "dropped": {}, "templates": {}}  # fmt: skip
+    generators = [TabletopInstructionGenerator(s, seed=seed) for s in scenes]
+    for split in SPLITS:
+        rows = []
+        for k, gen in enumerate(generators):
+            share = sizes[split] // len(scenes) + (k < sizes[split] % len(scenes))
+            items, dropped = gen.generate(split, share)
+            rows += [i.row() for i in items]
+            card["dropped"][f"{gen.scene.name}/{split}"] = dict(dropped)
+        with open(out / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+        card["counts"][split] = dict(Counter(r["category"] for r in rows))
+        card["templates"][split] = sorted({t for r in rows for t in r["templates"]})
+    (out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+    return card
+
+
+def read_tabletop_jsonl(path: str | Path) -> list[TabletopInstruction]:
+    """The instructions of one ``<split>.jsonl`` written by :func:`write_dataset`."""
+    with open(path, encoding="utf-8") as f:
+        return [TabletopInstruction.from_row(json.loads(line)) for line in f if line.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write generated tabletop instructions (train/val JSONL + card).")
+    parser.add_argument(
+        "--scene", action="append", dest="scenes", help="a scene with a vocabulary (repeatable; default all)"
+    )
+    parser.add_argument("--n", type=int, default=1000, help="train instructions (all scenes together)")
+    parser.add_argument("--n-val", type=int, default=None, help="val instructions (default max(50, n/10))")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error(f"--n must be >= 1, got {args.n}")
+    n_val = max(50, args.n // 10) if args.n_val is None else args.n_val
+    try:
+        card = write_dataset(args.scenes or scenes_with_vocabulary(), args.n, n_val, args.seed, args.out)
+    except ValueError as err:
+        parser.error(str(err))
+    argv_used = sys.argv[1:] if argv is None else argv
+    card["command"] = "python -m llm_planner.posttrain.tabletop_instructions " + shlex.join(argv_used)
+    (args.out / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+    print(f"wrote {args.out}: {card['counts']}")
+
+
+if __name__ == "__main__":
+    main()
