@@ -51,6 +51,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import math
 import random
 import re
 import shlex
@@ -217,6 +218,83 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Clear {g} off the table {into} {p}.",
         "{g} should end up together {in} {p}.",
         "Bring {g} over {into} {p}.",
+    ),
+    "ontop": (
+        "Set {x} on top of {y}.",
+        "{x} should end up on top of {y}.",
+        "Pick up {x} and stand {it} on top of {y}.",
+        "Balance {x} on top of {y}.",
+        "I want {x} on top of {y}.",
+        "Lift {x} up on top of {y}.",
+        "Could you get {x} on top of {y}?",
+    ),
+    "beneath": (
+        "Leave {y} in place and make it the {noun} beneath {x}.",
+        "Without moving {y}, arrange things so that {y} is beneath {x}.",
+        "I want {y} underneath {x}; {y} itself must not move.",
+        "Keep {y} where it is and bring {x} over so that {y} is right beneath it.",
+        "{y} stays put, and {x} should end up with {y} underneath it.",
+    ),
+    "justmoved": (
+        "the {noun} you just moved",
+        "the one you just placed",
+        "the {noun} you moved a moment ago",
+        "the {noun} you just put down",
+        "the {noun} you handled last",
+        "the {noun} you just set down",
+    ),
+    "placerel": (
+        "the {pnoun} between {p1} and {p2}",
+        "the {pnoun} in the middle",
+        "the {pnoun} next to {p1}",
+        "the {pnoun} closest to the robot",
+        "the {pnoun} farthest from the robot",
+        "the {pnoun} beside {p1}",
+        "the {pnoun} nearest the robot's base",
+        "the spot closest to {p1}",
+    ),
+    "indref": (
+        "the {noun} the colour of {like}",
+        "the {noun} coloured like {like}",
+        "the {noun} with the colour of {like}",
+        "the {noun} that has the colour of {like}",
+        "the {noun} matching the colour of {like}",
+        "the {noun} whose colour is that of {like}",
+    ),
+    "negref": (
+        "the {noun} that is not {c1}",
+        "the only {noun} that isn't {c1}",
+        "the {noun} that is neither {c1} nor {c2}",
+        "the {noun} that isn't {c1} or {c2}",
+        "the {noun} other than the {c1} and {c2} ones",
+        "the {size} {noun} that is not {c1}",
+        "the {size} {noun} that is neither {c1} nor {c2}",
+        "the {color} {noun} that is not the {size} one",
+        "the {color} {noun} that isn't the {size} one",
+        "the {size} {noun} that isn't {c1} or {c2}",
+    ),
+    "negall": (
+        "Move every {noun} except {e} {into} {p}.",
+        "All the {nouns} but {e} go {into} {p}.",
+        "Apart from {e}, every {noun} goes {into} {p}.",
+        "Transfer the {nouns} {into} {p}, leaving out {e}.",
+        "Everything except {e} should end up {in} {p}.",
+        "Leave {e} on the table and gather the other {nouns} {into} {p}.",
+        "With the exception of {e}, get every {noun} {into} {p}.",
+    ),
+    "negsort": (
+        "Leave {e} out and sort the rest into the {pnouns} by colour.",
+        "Except for {e}, every {noun} goes into the {pnoun} of its colour.",
+        "Colour-sort all the {nouns} but {e}.",
+        "Match every {noun} other than {e} to the {pnoun} of the same colour.",
+        "Skip {e}; the other {nouns} go into the {pnouns} of their colours.",
+    ),
+    "leave": (
+        "Don't touch {e}; just {c}.",
+        "Without touching {e}, {c}.",
+        "{c}, and keep your hands off {e}.",
+        "Ignore {e} and {c}.",
+        "{c}, but leave {e} exactly where it is.",
     ),
     "group": (
         "both {c} {nouns}",
@@ -512,12 +590,18 @@ class TabletopInstructionGenerator:
         biggest = max(edges.values())
         self.size = {o: ("big" if e == biggest else "small") if varied else None for o, e in edges.items()}
         self.kind = {p.name: p.kind for p in s.places} | dict.fromkeys(self.objects, "object")
+        self.place_relations = place_relations(s)
         self._tests = test_texts()
 
     # -- public ------------------------------------------------------------------------------------------------
-    def categories(self) -> tuple[str, ...]:
-        """The categories this scene can express."""
-        out = ["single", "multi", "stack", "filler", "typo"]
+    def categories(self, split: str | None = None) -> tuple[str, ...]:
+        """The categories this scene can express (in ``split``: indirect needs like phrases of that split)."""
+        out = ["single", "multi", "stack", "relational", "negation", "filler", "typo"]
+        if any(self.size[o] and self._matching(size=self.size[o]) != list(self.objects) for o in self.objects):
+            out.append("attribute")
+        likes = [w for c in {self.color[o] for o in self.objects} for w in self.vocab.like.get(c, ())]
+        if any(split is None or word_split(self.seed, "like", w) == split for w in likes):
+            out.append("indirect")
         if self._sort_map():
             out.append("sort")
         if self.places:
@@ -534,7 +618,7 @@ class TabletopInstructionGenerator:
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"n must be a whole number >= 0, got {n!r}")
         rng = random.Random(f"{self.seed}:{self.scene.name}:{split}")
-        categories = list(self.categories())
+        categories = list(self.categories(split))
         out: list[TabletopInstruction] = []
         seen: set[str] = set()
         dropped: Counter = Counter()
@@ -697,28 +781,34 @@ class TabletopInstructionGenerator:
         return (text, goals) if text else None
 
     def _multi(self, d: _Draft) -> tuple[str, list[Relation]] | None:
-        k = d.rng.choice([2, 2, 3])
-        goals = self._pick_goals(d, k)
+        goals = self._pick_goals(d, d.rng.choice([2, 2, 3]))
         if not goals:
             return None
-        allowed = self.allowed[d.split]
         refs = [(self._obj(d, g.object), self._target(d, g.on)) for g in goals]
+        text = self._compose(d, goals, refs)
+        return (text, goals) if text else None
+
+    def _compose(self, d: _Draft, goals: Sequence[Relation], refs: Sequence[tuple[str, str | None]]) -> str | None:
+        """One sentence for ``goals`` (one, two or three) with their references ``(x, y)``: a frame or statement for
+        one; for more, clauses joined in order ("..., then ...") or goals listed ("X first, Y last")."""
         if any(y is None for _, y in refs):
             return None
-        if d.rng.random() < 0.3:  # goals as noun phrases: "X first, Y last"
+        if len(goals) == 1:
+            return self._one(d, refs[0][0], refs[0][1], goals[0].on)  # type: ignore[arg-type]
+        k = len(goals)
+        allowed = self.allowed[d.split]
+        if d.rng.random() < 0.3:
             form = d.template("order", allowed["order"], lambda t: _slots(t) == {f"n{i + 1}" for i in range(k)})
-            if form is None:
-                return None
             nps = {
                 f"n{i + 1}": f"{x} {PREPOSITIONS[self.kind[g.on]][0]} {y}"
                 for i, ((x, y), g) in enumerate(zip(refs, goals, strict=True))
             }
-            return _sentence(_fill(form, **nps)), goals
-        clauses = [self._clause(d, x, y, g.on) for (x, y), g in zip(refs, goals, strict=True)]
+            return form and _sentence(_fill(form, **nps))
+        clauses = [self._clause(d, x, y, g.on) for (x, y), g in zip(refs, goals, strict=True)]  # type: ignore[arg-type]
         form = d.template(f"then{k}", allowed[f"then{k}"])
         if form is None or None in clauses:
             return None
-        return _sentence(_fill(form, **{f"c{i + 1}": c for i, c in enumerate(clauses)})), goals
+        return _sentence(_fill(form, **{f"c{i + 1}": c for i, c in enumerate(clauses)}))
 
     def _stack(self, d: _Draft) -> tuple[str, list[Relation]] | None:
         nameable = self._nameable()
@@ -827,11 +917,291 @@ class TabletopInstructionGenerator:
         text = x and y and self._one(d, x, y, g.on)
         return (text, goals) if text else None
 
+    def _relational(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        nameable = self._nameable()
+        kinds = ["ontop", "beneath", "justmoved"] + (["place", "place"] if self.place_relations else [])
+        kind = d.rng.choice(kinds)
+        if len(nameable) < 2:
+            return None
+        if kind in ("ontop", "beneath"):  # "X on top of Y", "Y beneath X": X on Y
+            x, y = d.rng.sample(nameable, 2)
+            form = d.template(kind, self.allowed[d.split][kind])
+            text = form and _fill(form, x=self._obj(d, x), y=self._obj(d, y), it="it", noun=self._noun(d))
+            return (_sentence(text), [Relation(x, y)]) if text else None
+        if kind == "justmoved":  # A on T, then C on "the block you just moved" (A)
+            a = d.rng.choice(nameable)
+            t = d.rng.choice([o for o in nameable if o != a] + self.places)
+            rest = [o for o in nameable if o not in (a, t)]
+            if not rest:
+                return None
+            c = d.rng.choice(rest)
+            goals = [Relation(a, t), Relation(c, a)]
+            moved = d.template("justmoved", self.allowed[d.split]["justmoved"])
+            first = self._clause(d, self._obj(d, a), self._target(d, t), t)  # type: ignore[arg-type]
+            second = moved and self._clause(d, self._obj(d, c), _fill(moved, noun=self._noun(d)), a)
+            form = d.template("then2", self.allowed[d.split]["then2"])
+            if not (first and second and form) or goal_problem(self.scene, goals):
+                return None
+            return _sentence(_fill(form, c1=first, c2=second)), goals
+        x = d.rng.choice(nameable)
+        described = self._place_by_position(d)
+        if described is None:
+            return None
+        place, ref = described
+        text = self._one(d, self._obj(d, x), ref, place)
+        return (text, [Relation(x, place)]) if text else None
+
+    def _attribute(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        goals = self._pick_goals(d, 1 if d.rng.random() < 0.7 else 2)
+        text = goals and self._described(d, goals, self._by_size, None)
+        return (text, goals) if text else None
+
+    def _indirect(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        goals = self._pick_goals(d, 1 if d.rng.random() < 0.75 else 2)
+        text = goals and self._described(d, goals, self._by_like, self._place_by_like)
+        return (text, goals) if text else None
+
+    def _negation(self, d: _Draft) -> tuple[str, list[Relation]] | None:
+        kinds = ["ref", "ref", "leave"] + (["all"] if self.places else []) + (["sort"] if self._sort_map() else [])
+        kind = d.rng.choice(kinds)
+        allowed = self.allowed[d.split]
+        if kind == "ref":  # "the block that is neither red nor blue"
+            x = d.rng.choice(self.objects)
+            ref = self._by_negation(d, x)
+            targets = [t for t in self.objects + self.places if t != x and (t in self.places or t in self._nameable())]
+            if ref is None or not targets:
+                return None
+            target = d.rng.choice(targets)
+            text = self._one(d, ref, self._target(d, target), target)  # type: ignore[arg-type]
+            return (text, [Relation(x, target)]) if text else None
+        if kind == "leave":  # "Don't touch the blue block; just ..."
+            goals = self._pick_goals(d, 1)
+            if not goals:
+                return None
+            g = goals[0]
+            spare = [o for o in self._nameable() if o not in (g.object, g.on)]
+            y = self._target(d, g.on)
+            clause = y and self._clause(d, self._obj(d, g.object), y, g.on)
+            form = clause and spare and d.template("leave", allowed["leave"])
+            return (_sentence(_fill(form, e=self._obj(d, d.rng.choice(spare)), c=clause)), goals) if form else None
+        left_out = d.rng.choice(self._exclusions())
+        rest = [o for o in self.objects if o not in left_out]
+        e = self._excluded(d, left_out)
+        if len(rest) < 2 or e is None:
+            return None
+        nouns = {"noun": self._noun(d), "nouns": self._noun(d, plural=True)}
+        if kind == "all":  # "every block except the red one into the bin"
+            place = d.rng.choice(self.places)
+            goals = [Relation(o, place) for o in rest]
+            on, into = PREPOSITIONS[self.kind[place]]
+            p = self._place(d, place)
+            form = p and d.template("negall", allowed["negall"])
+            text = form and _fill(form, e=e, p=p, on=on, into=into, **{"in": on}, **nouns)
+        else:  # "sort all the blocks but the red ones"
+            sort = self._sort_map()
+            goals = [Relation(o, sort[o]) for o in rest]
+            pnoun = self._place_nouns(d, [sort[o] for o in rest])
+            form = d.template("negsort", allowed["negsort"])
+            text = form and _fill(form, e=e, pnoun=pnoun, pnouns=pnoun + "s", **nouns)
+        return (_sentence(text), goals) if text and goal_problem(self.scene, goals) is None else None
+
+    # -- references beyond the plain ones ---------------------------------------------------------------------------
+    def _described(self, d: _Draft, goals: Sequence[Relation], by: Any, place_by: Any) -> str | None:
+        """A sentence for ``goals`` whose blocks (and places, with ``place_by``) are named by ``by`` where it can,
+        at least once; the others plainly."""
+        refs, special = [], 0
+        for g in goals:
+            x = by(d, g.object) if d.rng.random() < 0.7 else None
+            special += x is not None
+            if g.on in self.objects:
+                y = by(d, g.on) if d.rng.random() < 0.5 else None
+            else:
+                y = place_by(d, g.on) if place_by and d.rng.random() < 0.5 else None
+            special += y is not None
+            refs.append((x or self._obj(d, g.object), y or self._target(d, g.on)))
+        return self._compose(d, goals, refs) if special else None
+
+    def _by_size(self, d: _Draft, obj: str) -> str | None:
+        """By size: "the big block" where its size alone names it, else "the small red cube"; None if neither does."""
+        size = self.size[obj]
+        if size is None or self._matching(self.color[obj], size) != [obj]:
+            return None
+        alone = self._matching(size=size) == [obj]
+        color = "" if alone and d.rng.random() < 0.6 else self._color_word(d, self.color[obj]) + " "
+        return f"the {self._size_word(d, size)} {color}{self._noun(d)}"
+
+    def _like(self, d: _Draft, color: str) -> str | None:
+        """A thing of ``color`` from the split's like phrases ("egg yolk")."""
+        likes = [w for w in self.vocab.like.get(color, ()) if word_split(self.seed, "like", w) == d.split]
+        if not likes:
+            return None
+        like = d.rng.choice(likes)
+        d.words.append(f"like:{like}")
+        return like
+
+    def _by_like(self, d: _Draft, obj: str) -> str | None:
+        """The colour said by what has it: "the block the colour of egg yolk" (and its size where needed)."""
+        color, size = self.color[obj], self.size[obj]
+        if self._matching(color) == [obj]:
+            noun = self._noun(d)
+        elif size and self._matching(color, size) == [obj]:
+            noun = f"{self._size_word(d, size)} {self._noun(d)}"
+        else:
+            return None
+        like = self._like(d, color)
+        form = like and d.template("indref", self.allowed[d.split]["indref"])
+        return form and _fill(form, noun=noun, like=like)
+
+    def _place_by_like(self, d: _Draft, place: str) -> str | None:
+        """A place by what has its colour: "the bin the colour of blueberries"."""
+        noun = self._word(d, "place", self.vocab.places[place])
+        color = self.color[place]
+        if [p for p in self.places if noun in self.vocab.places[p] and self.color[p] == color] != [place]:
+            return None
+        like = self._like(d, color)
+        form = like and d.template("indref", self.allowed[d.split]["indref"])
+        return form and _fill(form, noun=noun, like=like)
+
+    def _by_negation(self, d: _Draft, obj: str) -> str | None:
+        """By what it is not: "the block that is neither red nor blue", "the small block that is not red", "the blue
+        block that isn't the big one"; None when no form of the split names it alone."""
+        color, size = self.color[obj], self.size[obj]
+        others = [c for c in dict.fromkeys(self.color[o] for o in self.objects) if c != color]
+        options: list[tuple[int, dict[str, str]]] = []
+        for i in self.allowed[d.split]["negref"]:
+            slots = _slots(TEMPLATES["negref"][i])
+            if "size" in slots and size is None:
+                continue
+            if "color" in slots:  # its colour, but not the other size
+                other = "small" if size == "big" else "big"
+                same = self._matching(color)
+                if self._matching(color, other) and [o for o in same if self.size[o] != other] == [obj]:
+                    options.append((i, {"color": color, "size": other}))
+                continue
+            pool = self._matching(size=size) if "size" in slots else list(self.objects)
+            for left_out in itertools.combinations(others, 2 if "c2" in slots else 1):
+                rest = [o for o in pool if self.color[o] not in left_out]
+                if rest == [obj] and all(any(self.color[o] == c for o in pool) for c in left_out):
+                    options.append((i, {"c1": left_out[0], "c2": left_out[-1], "size": size or ""}))
+        if not options:
+            return None
+        i, values = d.rng.choice(options)
+        form = TEMPLATES["negref"][i]
+        d.templates.append(f"negref/{i}")
+        words = {k: self._size_word(d, v) if k == "size" else self._color_word(d, v) for k, v in values.items()
+                 if k in _slots(form)}  # fmt: skip
+        return _fill(form, noun=self._noun(d), **words)
+
+    def _exclusions(self) -> list[list[str]]:
+        """What "all but ..." may leave out: one block, the blocks of one colour, of two colours (scene order)."""
+        colors = list(dict.fromkeys(self.color[o] for o in self.objects))
+        out = [[o] for o in self.objects] + [self._matching(c) for c in colors if len(self._matching(c)) > 1]
+        out += [[o for o in self.objects if self.color[o] in pair] for pair in itertools.combinations(colors, 2)]
+        return out
+
+    def _excluded(self, d: _Draft, left_out: list[str]) -> str | None:
+        """How "all but" names what it leaves out: "the red one", "the big one", "the blue ones", "the red and
+        yellow blocks"; None when that is not a whole colour (or the one big block)."""
+        if len(left_out) == 1:
+            o = left_out[0]
+            if self.size[o] and self._matching(size=self.size[o]) == [o] and d.rng.random() < 0.3:
+                return f"the {self._size_word(d, self.size[o])} one"
+            if self._matching(self.color[o]) == [o]:
+                return f"the {self._color_word(d, self.color[o])} {'one' if d.rng.random() < 0.5 else self._noun(d)}"
+            return None
+        colors = list(dict.fromkeys(self.color[o] for o in left_out))
+        if sorted(o for c in colors for o in self._matching(c)) != sorted(left_out):
+            return None
+        listed = " and ".join(self._color_word(d, c) for c in colors)
+        return f"the {listed} {'ones' if d.rng.random() < 0.5 else self._noun(d, plural=True)}"
+
+    def _place_by_position(self, d: _Draft) -> tuple[str, str] | None:
+        """(place, "the bin between the red bin and the green bin"): a place named by where it stands, by a form of
+        the split; None when none applies."""
+        allowed = set(self.allowed[d.split]["placerel"])
+        options = [r for r in self.place_relations if set(PLACE_RELATION_FORMS[r[0]]) & allowed]
+        if not options:
+            return None
+        relation, place, *others = d.rng.choice(options)
+        i = d.rng.choice(sorted(set(PLACE_RELATION_FORMS[relation]) & allowed))
+        d.templates.append(f"placerel/{i}")
+        kin = [p.name for p in self.scene.places if p.kind == self.kind[place]]
+        refs = [self._place(d, o) for o in others]
+        if None in refs:
+            return None
+        if len(refs) == 2 and d.rng.random() < 0.5:
+            refs.reverse()
+        slots = {"pnoun": self._place_nouns(d, kin), **{f"p{k + 1}": r for k, r in enumerate(refs)}}
+        return place, _fill(TEMPLATES["placerel"][i], **slots)
+
     def _labels(self) -> set[str]:
         """Every word of the vocabulary: a typo never lands on one."""
         v = self.vocab
         words = [*v.objects, *(w for ws in (*v.sizes.values(), *v.colors.values(), *v.places.values()) for w in ws)]
         return {w.lower() for w in words} | {w.lower() + "s" for w in words} | set(PALETTE)
+
+
+#: The forms of TEMPLATES["placerel"] that say each relation.
+PLACE_RELATION_FORMS = {"between": (0,), "middle": (1,), "next": (2, 5), "closest": (3, 6), "farthest": (4,),
+                        "spot": (7,)}  # fmt: skip
+#: "Next to" a place: the nearest within this distance (m), at least this factor nearer than the second nearest;
+#: "closest to the robot": at most this factor of the second closest's distance (and "farthest" the reverse).
+NEXT_TO = 0.3
+CLEAR_MARGIN = 1.5
+
+
+def place_relations(scene: TabletopScene) -> list[tuple[str, ...]]:
+    """Every way the scene's fixed layout names one place alone: ``(relation, place, *other places)`` with relation
+    ``between`` (a place of a kind between two others of that kind, and the only one), ``middle`` (of exactly three
+    in a row), ``next`` (the clearly nearest of a kind to another place), ``closest`` / ``farthest`` (to the robot's
+    base, clearly, among two or more of a kind) and ``spot`` (the clearly nearest place of any kind)."""
+    centers = {p.name: (p.center[0], p.center[1]) for p in scene.places}
+    kinds: dict[str, list[str]] = {}
+    for p in scene.places:
+        kinds.setdefault(p.kind, []).append(p.name)
+    out: list[tuple[str, ...]] = []
+
+    def between(p: str, a: str, b: str) -> bool:
+        (ax, ay), (bx, by), (px, py) = centers[a], centers[b], centers[p]
+        dx, dy = bx - ax, by - ay
+        length2 = dx * dx + dy * dy
+        t = ((px - ax) * dx + (py - ay) * dy) / length2
+        off = abs((px - ax) * dy - (py - ay) * dx) / length2**0.5
+        return 0.25 < t < 0.75 and off < 0.25 * length2**0.5
+
+    def clearly_nearest(q: str, pool: list[str]) -> str | None:
+        ranked = sorted((_dist(centers[p], centers[q]), p) for p in pool if p != q)
+        if not ranked or ranked[0][0] > NEXT_TO or (len(ranked) > 1 and ranked[1][0] < CLEAR_MARGIN * ranked[0][0]):
+            return None
+        return ranked[0][1]
+
+    base = (scene.robot_base[0], scene.robot_base[1])
+    for names in kinds.values():
+        for a, b in itertools.combinations(names, 2):
+            inside = [p for p in names if p not in (a, b) and between(p, a, b)]
+            if len(inside) == 1:
+                out.append(("between", inside[0], a, b))
+                if len(names) == 3:
+                    out.append(("middle", inside[0]))
+        if len(names) >= 2:
+            ranked = sorted((_dist(centers[p], base), p) for p in names)
+            if ranked[1][0] * 0.85 >= ranked[0][0]:
+                out.append(("closest", ranked[0][1]))
+            if ranked[-1][0] * 0.85 >= ranked[-2][0]:
+                out.append(("farthest", ranked[-1][1]))
+        for q in centers:
+            near = clearly_nearest(q, names)
+            if near:
+                out.append(("next", near, q))
+    for q in centers:
+        near = clearly_nearest(q, list(centers))
+        if near:
+            out.append(("spot", near, q))
+    return out
+
+
+def _dist(a: Sequence[float], b: Sequence[float]) -> float:
+    return math.hypot(a[0] - b[0], a[1] - b[1])
 
 
 # -- the test set -----------------------------------------------------------------------------------------------

@@ -125,8 +125,8 @@ def test_every_category_the_scene_can_express_is_generated(generated):
         assert {i.category for i in items} == expected, (seed, scene, split)
         assert len({normalise(i.text) for i in items}) == len(items)
     cats = {scene: set(TabletopInstructionGenerator(scene).categories()) for scene in SCENES}
-    assert {"single", "multi", "stack", "filler", "typo"} <= cats["blocks"] and "sort" not in cats["blocks"]
-    assert {"sort", "clear"} <= cats["sort"] and "clear" in cats["clear"] and "sort" not in cats["clear"]
+    every = {"single", "multi", "stack", "relational", "attribute", "indirect", "negation", "filler", "typo"}
+    assert cats["blocks"] == every and cats["clear"] == every | {"clear"} and cats["sort"] == every | {"sort", "clear"}
 
 
 def test_category_golds_mean_what_the_sentences_say(generated):
@@ -250,3 +250,70 @@ def test_cli_writes_jsonl_splits_and_a_card(tmp_path):
         assert all(re.fullmatch(r"\w+ on \w+", g) for g in row["goals"])
     gen = TabletopInstructionGenerator("sort", seed=2)
     assert read_tabletop_jsonl(tmp_path / "val.jsonl")[10:] == [i for i in gen.generate("val", 10)[0]]
+
+
+def _colors_of_words(scene):
+    v = load_tabletop_vocabulary(scene)
+    return {w: c for c, ws in v.colors.items() for w in ws}
+
+
+NEGATED = re.compile(
+    r"\b(?:not|isn't|neither|nor|or|except|but|than|from|skip|of|leave|out)\s+(?:for\s+)?(?:the\s+)?([\w-]+)"
+)
+
+
+def test_negation_never_moves_what_it_names_as_excluded(generated):
+    count = 0
+    for (_seed, scene, _split), items in generated.items():
+        s, colors = load_scene(scene), _colors_of_words(scene)
+        sizes = {w: c for c, ws in load_tabletop_vocabulary(scene).sizes.items() for w in ws}
+        biggest = max(max(o.size) for o in s.objects)
+        for i in (i for i in items if i.category == "negation"):
+            if re.search(r"touch|hands off|ignore|exactly where", i.text.lower()):  # "leave X alone": X is not moved
+                continue
+            said = NEGATED.findall(i.text.lower())
+            named = {colors[w] for w in said if w in colors} | {sizes[w] for w in said if w in sizes}
+            moved = {s.object(g.object).color for g in i.goals}
+            moved |= {"big" if max(s.object(g.object).size) == biggest else "small" for g in i.goals}
+            assert named and not named & moved, (i.text, named, moved)
+            count += 1
+    assert count > 50
+
+
+def test_attribute_indirect_and_relational_instructions_say_what_they_are(generated):
+    sizes = {w for scene in SCENES for ws in load_tabletop_vocabulary(scene).sizes.values() for w in ws}
+    for (_seed, scene, _split), items in generated.items():
+        s = load_scene(scene)
+        v = load_tabletop_vocabulary(scene)
+        for i in items:
+            words = set(re.findall(r"[\w-]+", i.text.lower()))
+            if i.category == "attribute":
+                assert words & sizes, i.text
+            if i.category == "indirect":  # the things named have the colour of a block or place of the goals
+                likes = [w.split(":", 1)[1] for w in i.words if w.startswith("like:")]
+                assert likes and all(like in i.text for like in likes), i
+                colors = {s.object(g.object).color for g in i.goals} | {
+                    (s.object(g.on) if g.on in [o.name for o in s.objects] else s.place(g.on)).color for g in i.goals
+                }
+                assert all(any(like in v.like[c] for c in colors) for like in likes), i
+            if i.category == "relational":
+                assert re.search(r"on top of|beneath|underneath|just|a moment ago|last|between|middle|next to|beside|"
+                                 r"closest|nearest|farthest", i.text), i.text  # fmt: skip
+
+
+def test_places_named_by_their_fixed_positions_are_the_right_ones(generated):
+    expected = {"between": "blue_bin", "in the middle": "blue_bin", "closest to the robot": "red_bin",
+                "nearest the robot": "red_bin", "farthest from the robot": "green_bin", "next to the red": "blue_bin",
+                "beside the red": "blue_bin", "next to the green": "blue_bin", "closest to the plate": "zone",
+                "closest to the zone": "plate", "next to the plate": "zone"}  # fmt: skip
+    seen = set()
+    for (_seed, scene, _split), items in generated.items():
+        for i in items:
+            if scene != "sort" or i.category != "relational":
+                continue
+            for phrase, place in expected.items():
+                if phrase in i.text:
+                    assert [g.on for g in i.goals] == [place], i.text
+                    seen.add(phrase)
+    assert {"between", "in the middle", "closest to the robot", "farthest from the robot"} & seen
+    assert len(seen) >= 4, seen
