@@ -317,3 +317,19 @@ def test_places_named_by_their_fixed_positions_are_the_right_ones(generated):
                     seen.add(phrase)
     assert {"between", "in the middle", "closest to the robot", "farthest from the robot"} & seen
     assert len(seen) >= 4, seen
+
+
+def test_a_scene_recoloured_at_random_is_read_with_the_palette_words():
+    """Issue 17 randomises colours: every shipped vocabulary has words for every palette colour."""
+    from dataclasses import replace
+
+    blocks = load_scene("blocks")
+    new = zip(blocks.objects, ("purple", "cyan", "orange"), strict=True)
+    recoloured = replace(blocks, objects=tuple(replace(o, color=c, rgba=PALETTE[c]) for o, c in new))
+    gen = TabletopInstructionGenerator(recoloured, seed=3)
+    items = gen.generate("train", 90)[0]
+    assert {i.category for i in items} == set(gen.categories())
+    assert any("purple" in i.text or "violet" in i.text or "lilac" in i.text for i in items)
+    assert not any(re.search(r"\b(red|yellow)\b", i.text) for i in items)
+    for i in items:
+        assert goal_problem(recoloured, i.goals) is None
