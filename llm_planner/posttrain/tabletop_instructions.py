@@ -896,7 +896,8 @@ class TabletopInstructionGenerator:
         which = d.rng.choice(["prefix", "suffix", "both"])
         if which in ("prefix", "both"):
             prefix = d.template("prefix", allowed["prefix"])
-            text = prefix + (text if prefix.rstrip().endswith(("!", ".")) else text[0].lower() + text[1:])
+            keep = prefix.rstrip().endswith(("!", ".")) or re.match(r"I\b", text)  # "I'd like ..." stays upper case
+            text = prefix + (text if keep else text[0].lower() + text[1:])
         if which in ("suffix", "both"):
             text = text + d.template("suffix", allowed["suffix"])
         return _sentence(text), goals
