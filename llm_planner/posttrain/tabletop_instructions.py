@@ -48,6 +48,7 @@ Dataset on disk (``train.jsonl``, ``val.jsonl``, ``card.json``)::
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import itertools
 import json
@@ -608,17 +609,25 @@ class TabletopInstructionGenerator:
             out.append("clear")
         return tuple(c for c in CATEGORIES if c in out)
 
-    def generate(self, split: str, n: int) -> tuple[list[TabletopInstruction], Counter]:
-        """``n`` distinct instructions of ``split``, categories in turn; and a Counter of what was dropped
-        (``test_like``: equal to a test instruction; ``duplicate``; ``unusable``: the draw found no valid task) and
-        of the categories exhausted (``exhausted:<category>``: how many it made). Raises ValueError when every
-        category is exhausted before ``n``."""
+    def generate(
+        self, split: str, n: int, categories: Sequence[str] | None = None
+    ) -> tuple[list[TabletopInstruction], Counter]:
+        """``n`` distinct instructions of ``split``, categories (all the scene can express, or ``categories``) in
+        turn; and a Counter of what was dropped (``test_like``: equal to a test instruction; ``duplicate``;
+        ``unusable``: the draw found no valid task) and of the categories exhausted (``exhausted:<category>``: how
+        many it made). Raises ValueError when every category is exhausted before ``n``."""
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ValueError(f"n must be a whole number >= 0, got {n!r}")
         rng = random.Random(f"{self.seed}:{self.scene.name}:{split}")
-        categories = list(self.categories(split))
+        possible = self.categories(split)
+        for c in categories or ():
+            if c not in possible:
+                why = "unknown category" if c not in CATEGORIES else f"scene {self.scene.name!r} cannot express"
+                raise ValueError(f"{why} {c!r}{did_you_mean(c, CATEGORIES)}; in split {split!r} it has: "
+                                 f"{', '.join(possible)}")  # fmt: skip
+        categories = [c for c in possible if c in categories] if categories else list(possible)
         out: list[TabletopInstruction] = []
         seen: set[str] = set()
         dropped: Counter = Counter()
@@ -1206,18 +1215,26 @@ def _dist(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 # -- the test set -----------------------------------------------------------------------------------------------
-def test_texts() -> set[str]:
+@functools.cache
+def test_texts() -> frozenset[str]:
     """The normalised instructions of the test suites (:data:`TEST_SUITES`)."""
     from hierarchy.suites import load_tabletop_suite
 
-    return {normalise(t.text) for name in TEST_SUITES for t in load_tabletop_suite(name).tasks}
+    return frozenset(normalise(t.text) for name in TEST_SUITES for t in load_tabletop_suite(name).tasks)
 
 
 # -- the public function and the dataset ------------------------------------------------------------------------
-def generate_tabletop(scene: str | Path, n: int, split: str = "train", seed: int = 0) -> list[TabletopTask]:
+def generate_tabletop(
+    scene: str | Path | TabletopScene,
+    n: int,
+    split: str = "train",
+    seed: int = 0,
+    categories: Sequence[str] | None = None,
+) -> list[TabletopTask]:
     """``n`` distinct generated tasks of ``split`` ("train" or "val") in ``scene`` (a scene with a vocabulary:
-    a shipped name or a scene path), categories in turn; deterministic for a seed, other seeds give other sets."""
-    items, _ = TabletopInstructionGenerator(scene, seed=seed).generate(split, n)
+    a shipped name, a scene path or a :class:`TabletopScene`), categories (all the scene can express, or
+    ``categories``) in turn; deterministic for a seed, other seeds give other sets."""
+    items, _ = TabletopInstructionGenerator(scene, seed=seed).generate(split, n, categories)
     return [i.task() for i in items]
 
 

@@ -86,6 +86,12 @@ def test_the_interface_the_vla_planner_uses():
         generate_tabletop("blcoks", 3)
     with pytest.raises(ValueError, match="has no vocabulary"):
         generate_tabletop("single_cube", 3)
+    some = generate_tabletop("sort", 20, categories=["sort", "relational"])
+    assert {t.category for t in some} == {"sort", "relational"}
+    with pytest.raises(ValueError, match="scene 'blocks' cannot express 'sort'"):
+        generate_tabletop("blocks", 3, categories=["sort"])
+    with pytest.raises(ValueError, match=r"unknown category 'stak' \(did you mean 'stack'\?\)"):
+        generate_tabletop("blocks", 3, categories=["stak"])
 
 
 def test_every_gold_is_a_valid_suite_episode_of_its_scene(generated):
