@@ -48,6 +48,7 @@ Dataset on disk (``train.jsonl``, ``val.jsonl``, ``card.json``)::
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import hashlib
 import itertools
@@ -76,6 +77,9 @@ SPLITS = ("train", "val")
 VAL_FRACTION = 0.3
 #: The suites whose instructions are the test set: never generated, never a template.
 TEST_SUITES = ("tabletop_language", "tabletop_language_sort", "tabletop_language_clear")
+#: A generated instruction this similar to a test instruction (difflib ratio of the normalised texts) is dropped:
+#: "Set the yellow block on top of the red block." is the test's "Put ..." with another verb.
+TEST_SIMILARITY = 0.9
 #: Draws in a row that give nothing new before a category counts as exhausted for a split.
 MAX_MISSES = 300
 #: A place holds as many blocks as cells of this edge (m) fit inside it (inside the walls, for a bin).
@@ -592,7 +596,6 @@ class TabletopInstructionGenerator:
         self.size = {o: ("big" if e == biggest else "small") if varied else None for o, e in edges.items()}
         self.kind = {p.name: p.kind for p in s.places} | dict.fromkeys(self.objects, "object")
         self.place_relations = place_relations(s)
-        self._tests = test_texts()
 
     # -- public ------------------------------------------------------------------------------------------------
     def categories(self, split: str | None = None) -> tuple[str, ...]:
@@ -642,7 +645,7 @@ class TabletopInstructionGenerator:
             category = categories[turn % len(categories)]
             made = self.make(category, split, rng)
             key = normalise(made.text) if made is not None else ""
-            reason = "unusable" if made is None else "test_like" if key in self._tests else ""
+            reason = "unusable" if made is None else "test_like" if like_a_test_instruction(key) else ""
             reason = reason or ("duplicate" if key in seen else "")
             if reason:
                 dropped[reason] += 1
@@ -1221,6 +1224,16 @@ def test_texts() -> frozenset[str]:
     from hierarchy.suites import load_tabletop_suite
 
     return frozenset(normalise(t.text) for name in TEST_SUITES for t in load_tabletop_suite(name).tasks)
+
+
+def like_a_test_instruction(normalised: str) -> bool:
+    """Whether a normalised instruction equals a test instruction or comes within :data:`TEST_SIMILARITY` of one."""
+    tests = test_texts()
+    matchers = (difflib.SequenceMatcher(None, normalised, t) for t in tests)
+    return normalised in tests or any(
+        m.real_quick_ratio() >= TEST_SIMILARITY and m.quick_ratio() >= TEST_SIMILARITY and m.ratio() >= TEST_SIMILARITY
+        for m in matchers
+    )
 
 
 # -- the public function and the dataset ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The tabletop instruction generator: gold goals valid in their scene, categories, determinism, splits by template
 and by vocabulary, the tabletop language test set kept out, vocabulary errors naming file and field."""
 
+import difflib
 import json
 import re
 
@@ -15,6 +16,7 @@ from llm_planner.posttrain.tabletop_instructions import (
     TabletopInstructionGenerator,
     generate_tabletop,
     goal_problem,
+    like_a_test_instruction,
     load_tabletop_vocabulary,
     main,
     read_tabletop_jsonl,
@@ -178,10 +180,16 @@ def test_no_generated_instruction_is_a_test_instruction_or_has_its_skeleton(gene
     for items in generated.values():
         for item in items:
             assert normalise(item.text) not in texts, item
+            for t in texts:  # nor a test instruction with another verb
+                m = difflib.SequenceMatcher(None, normalise(item.text), t)
+                if m.real_quick_ratio() >= 0.9 and m.quick_ratio() >= 0.9:
+                    assert m.ratio() < 0.9, (item.text, t)
             assert skeleton(item.text, slot_words) not in skeletons, (item.text, skeleton(item.text, slot_words))
     # the check can fail: a test instruction with other colours is caught
     assert skeleton("Put the green block on the red block.", slot_words) in skeletons
     assert skeleton("Drop the big blue cube into the crate.", slot_words) in skeletons
+    assert like_a_test_instruction(normalise("Set the yellow block on top of the red block."))
+    assert not like_a_test_instruction(normalise("Balance the yellow block on top of the red block."))
 
 
 def test_no_vocabulary_phrase_is_a_phrase_of_the_test_set(test_instructions):
