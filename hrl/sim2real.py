@@ -18,6 +18,12 @@ Writes ``summary.json``, ``report.md``, ``paths.png`` (robot vs simulated paths 
     hrl-sim2real runs/bags/2026-12-02_12-00-00 --map apartment
     hrl-sim2real BAG --map apartment --backends mujoco pybullet --out runs/sim2real/run1
 
+An arm recording (``/joint_states`` and a ``trajectory_msgs/JointTrajectory`` topic: the bag recorder's ``arm``
+preset) is detected and replayed in the tabletop simulators instead: joint tracking error, TCP error, time per
+subgoal and task success, robot vs simulators (``hrl.ros.arm_sim2real``; ``--scene``, ``--layout-seed``).
+
+    hrl-sim2real runs/bags/arm_perturbed --scene blocks --layout-seed 0
+
 Broken recordings give a clear error (no ``/odom``, no ``/cmd_vel``, not a bag) or a warning (a missing
 optional topic, stamps out of order, a damaged message: what was read before it), never a traceback.
 """
@@ -69,12 +75,19 @@ class Recording:
         return float(self.odom_t[-1] - self.odom_t[0])
 
 
-def read_bag(path: str | Path) -> Recording:
-    """Read a rosbag2 directory (sqlite3 or mcap) into a :class:`Recording`."""
+def bag_topics(path: str | Path) -> dict[str, str]:
+    """Topic -> message type of the bag at ``path`` (:class:`BagError` if it is not a readable rosbag2 directory)."""
+    reader = _open(Path(path))
+    try:
+        return {c.topic: c.msgtype for c in reader.connections}
+    finally:
+        reader.close()
+
+
+def _open(path: Path) -> Any:
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import Stores, get_typestore
 
-    path = Path(path)
     if not path.exists():
         raise BagError(f"{path} does not exist (give the bag directory that holds metadata.yaml)")
     if path.is_dir() and not (path / "metadata.yaml").is_file():
@@ -82,32 +95,54 @@ def read_bag(path: str | Path) -> Recording:
             f"{path} has no metadata.yaml: not a rosbag2 directory, or a recording that was not finalised "
             "(the recorder was killed); `ros2 bag reindex` rebuilds it"
         )
-    notes: list[str] = []
-    raw: dict[str, list[tuple[int, Any]]] = {t: [] for t in (*REQUIRED, *OPTIONAL)}
     try:
         reader = AnyReader([path], default_typestore=get_typestore(Stores.LATEST))
         reader.open()
     except Exception as err:  # rosbags raises several types for unreadable files
         raise BagError(f"cannot open bag {path}: {err} (is it a complete rosbag2 recording?)") from None
+    return reader
+
+
+def read_messages(
+    path: Path, wanted: dict[str, str]
+) -> tuple[dict[str, str], dict[str, list[tuple[int, Any]]], list[str]]:
+    """The bag's topics (topic -> type), and the deserialised messages (receive time ns, message) of the ``wanted``
+    topics (topic -> the type they must have) that it holds, each in time order; notes on what was wrong (out of
+    order, damaged after N messages). :class:`BagError` for an unreadable bag or a topic of another type."""
+    reader = _open(path)
+    notes: list[str] = []
+    raw: dict[str, list[tuple[int, Any]]] = {}
     try:
         topics = {c.topic: c.msgtype for c in reader.connections}
-        for topic, msgtype in {**REQUIRED, **OPTIONAL}.items():
+        for topic, msgtype in wanted.items():
             if topic in topics and topics[topic] != msgtype:
                 raise BagError(f"{path}: topic {topic} has type {topics[topic]}, expected {msgtype}")
-        wanted = [c for c in reader.connections if c.topic in raw]
+        connections = [c for c in reader.connections if c.topic in wanted]
+        raw = {c.topic: [] for c in connections}
         count = 0
         try:
-            for conn, stamp, data in reader.messages(connections=wanted):
+            for conn, stamp, data in reader.messages(connections=connections):
                 raw[conn.topic].append((stamp, reader.deserialize(data, conn.msgtype)))
                 count += 1
-        except BagError:
-            raise
         except Exception as err:  # a truncated or corrupt file: keep what was read
             if count == 0:
                 raise BagError(f"cannot read any message from {path}: {err} (the file may be truncated)") from None
             notes.append(f"the bag is damaged after {count} messages ({err}); using what was read")
     finally:
         reader.close()
+    for topic, items in raw.items():
+        stamps = [s for s, _ in items]
+        if any(b < a for a, b in itertools.pairwise(stamps)):
+            notes.append(f"{topic}: messages out of order in the file; sorted by time")
+            items.sort(key=lambda item: item[0])
+    return topics, raw, notes
+
+
+def read_bag(path: str | Path) -> Recording:
+    """Read a rosbag2 directory (sqlite3 or mcap) into a :class:`Recording`."""
+    path = Path(path)
+    topics, raw, notes = read_messages(path, {**REQUIRED, **OPTIONAL})
+    raw = {t: raw.get(t, []) for t in (*REQUIRED, *OPTIONAL)}
 
     for topic in REQUIRED:
         if not raw[topic]:
@@ -120,11 +155,6 @@ def read_bag(path: str | Path) -> Recording:
         if not raw[topic]:
             notes.append(f"no {topic} in the bag: {_what_needs(topic)} skipped")
 
-    for topic, items in raw.items():
-        stamps = [s for s, _ in items]
-        if any(b < a for a, b in itertools.pairwise(stamps)):
-            notes.append(f"{topic}: messages out of order in the file; sorted by time")
-            items.sort(key=lambda item: item[0])
     _check_header_stamps(raw, notes)
 
     t0 = min(items[0][0] for items in raw.values() if items)
@@ -470,9 +500,16 @@ def write_outputs(summary: dict[str, Any], rec: Recording, world: Any, out_dir: 
         for k, real in enumerate(robot["time_to_subgoal_s"]):
             sims = " | ".join(fmt(summary["backends"][n]["time_to_subgoal_s"][k]) for n in names)
             lines.append(f"| {k + 1} | {fmt(real)} | {sims} |")
-    lines += ["", "![paths](paths.png)", "", "![position error](errors.png)", ""]
-    if summary["warnings"]:
-        lines += ["## Warnings", "", *(f"* {w}" for w in summary["warnings"]), ""]
+    return write_report(out_dir, lines, {"paths": "paths.png", "position error": "errors.png"}, summary["warnings"])
+
+
+def write_report(out_dir: Path, lines: list[str], figures: dict[str, str], notes: list[str]) -> Path:
+    """``report.md`` in ``out_dir``: ``lines``, then the figures (caption -> file), then the warnings."""
+    for caption, name in figures.items():
+        lines += ["", f"![{caption}]({name})"]
+    lines.append("")
+    if notes:
+        lines += ["## Warnings", "", *(f"* {w}" for w in notes), ""]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines))
     return report
@@ -484,11 +521,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--map", default="apartment", help="map the run took place in (name or .yaml path)")
     parser.add_argument("--backends", nargs="+", default=["mujoco", "pybullet"], help="simulators to replay in")
     parser.add_argument("--robot", default="rover")
-    parser.add_argument("--control-hz", type=float, default=10.0, help="the rate commands are replayed at")
+    parser.add_argument(
+        "--control-hz", type=float, default=None, help="the rate commands are replayed at (default: rover 10, arm 100)"
+    )
     parser.add_argument("--tolerance", type=float, default=0.3, help="m: a subgoal counts as reached within this")
     parser.add_argument("--rpe-window", type=float, default=1.0, help="s: the relative pose error's time window")
     parser.add_argument("--cmd-timeout", type=float, default=0.5, help="s: a command older than this reads zero")
     parser.add_argument("--out", type=Path, default=None, help="output directory (default runs/sim2real/<bag>)")
+    arm = parser.add_argument_group("arm recordings")
+    arm.add_argument("--scene", default="blocks", help="the tabletop scene of the run (name or .yaml path)")
+    arm.add_argument("--layout-seed", type=int, default=0, help="the scene's layout seed (sim_arm_node's layout_seed)")
+    arm.add_argument(
+        "--subgoal-slack", type=float, default=0.005, help="m: a subgoal counts as reached within its tolerance + this"
+    )
+    arm.add_argument("--joint-prefix", default="", help="prefix of the joint names in the bag")
+    arm.add_argument("--trajectory-topic", default=None, help="the JointTrajectory topic (default: the only one)")
+    arm.add_argument(
+        "--gripper-topic", default=None, help="the gripper's Float64MultiArray topic (default: the only one)"
+    )
     args = parser.parse_args(argv)
 
     from sim.physics import BACKENDS
@@ -501,10 +551,28 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [b for b in args.backends if b not in BACKENDS]
     if unknown:
         return fail(f"unknown backend(s) {unknown}; available: {', '.join(sorted(BACKENDS))}")
+    if not (math.isfinite(args.subgoal_slack) and args.subgoal_slack >= 0):
+        return fail(f"--subgoal-slack must be a number >= 0, got {args.subgoal_slack}")
     for name in ("control_hz", "tolerance", "rpe_window", "cmd_timeout"):
         value = getattr(args, name)
-        if not (math.isfinite(value) and value > 0):
+        if value is not None and not (math.isfinite(value) and value > 0):
             return fail(f"--{name.replace('_', '-')} must be a positive number, got {value}")
+    command = "hrl-sim2real " + " ".join(sys.argv[1:] if argv is None else argv)
+    from hrl.ros.arm_sim2real import is_arm_recording
+
+    try:
+        topics = bag_topics(args.bag)
+        if is_arm_recording(topics):
+            return _main_arm(args, command)
+    except (ValueError, FileNotFoundError) as err:  # BagError, a bad scene
+        return fail(str(err))
+    if not set(REQUIRED) & set(topics):
+        return fail(
+            f"{args.bag} is neither a rover recording (/odom and /cmd_vel) nor an arm recording (/joint_states and a "
+            f"trajectory_msgs/JointTrajectory topic: the bag recorder's arm preset); topics in the bag: "
+            f"{', '.join(sorted(topics)) or 'none'}"
+        )
+    args.control_hz = args.control_hz or 10.0
     try:
         world = load_world(args.map)
     except (ValueError, FileNotFoundError) as err:
@@ -521,16 +589,51 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as err:  # BagError, or a bad --robot
         return fail(str(err))
-    out = args.out or Path("runs") / "sim2real" / args.bag.resolve().name
-    command = "hrl-sim2real " + " ".join(sys.argv[1:] if argv is None else argv)
-    report = write_outputs(summary, rec, world, out, command)
-    for name, b in summary["backends"].items():
-        print(
-            f"[hrl-sim2real] {name}: ATE {b['ate_m']:.3f} m, final error {b['final_position_error_m']:.3f} m, "
-            f"RPE {b['rpe_translation_m']} m / {b['rpe_yaw_rad']} rad, lidar MAE {b['lidar_mae_m']} m"
-        )
-    print(f"[hrl-sim2real] report: {report}")
+    report = write_outputs(summary, rec, world, _out_dir(args), command)
+    return _said(report, [
+        f"{name}: ATE {b['ate_m']:.3f} m, final error {b['final_position_error_m']:.3f} m, "
+        f"RPE {b['rpe_translation_m']} m / {b['rpe_yaw_rad']} rad, lidar MAE {b['lidar_mae_m']} m"
+        for name, b in summary["backends"].items()
+    ])  # fmt: skip
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    return args.out or Path("runs") / "sim2real" / args.bag.resolve().name
+
+
+def _said(report: Path, lines: list[str]) -> int:
+    for line in [*lines, f"report: {report}"]:
+        print(f"[hrl-sim2real] {line}")
     return 0
+
+
+def _main_arm(args: argparse.Namespace, command: str) -> int:
+    """``hrl-sim2real`` on an arm recording (``hrl.ros.arm_sim2real``)."""
+    from hrl.ros import arm_sim2real
+    from robots.arm import load_arm
+    from sim.tabletop.scene import load_scene
+
+    scene = load_scene(args.scene)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec = arm_sim2real.read_arm_bag(
+            args.bag, load_arm("panda"), scene, joint_prefix=args.joint_prefix,
+            trajectory_topic=args.trajectory_topic, gripper_topic=args.gripper_topic,
+        )  # fmt: skip
+    for note in rec.warnings:
+        print(f"hrl-sim2real: warning: {note}", file=sys.stderr)
+    summary = arm_sim2real.compare(
+        rec, scene, args.backends, control_hz=args.control_hz or 100.0, layout_seed=args.layout_seed,
+        slack=args.subgoal_slack,
+    )  # fmt: skip
+    report = arm_sim2real.write_outputs(summary, _out_dir(args), command)
+    robot = summary.get("robot", {})
+    return _said(report, [
+        f"arm recording, {summary['duration_s']} s; robot task success: {robot.get('task_success')}",
+        *(f"{name}: joint RMS {b['joint_rms_rad']:.4f} rad (max {b['joint_max_rad']:.4f}), TCP RMS "
+          f"{1000 * b['tcp_rms_m']:.1f} mm (max {1000 * b['tcp_max_m']:.1f}), task success {b['task_success']}"
+          for name, b in summary["backends"].items()),
+    ])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -2,17 +2,47 @@
 own process, one task, the bag finalised. The input of ``hrl-sim2real`` when no hardware is at hand
 (``sim_params`` make the simulated robot differ from the nominal one).
 
+The arm (``--arm``, :func:`record_arm_run`): ``sim_arm_node``, ``arm_policy_node``, ``arm_planner_node`` and the
+recorder with its ``arm`` preset; a task for the planner, or skill calls sent straight to the policy node.
+
     python -m hrl.ros.recorded_run runs/bags/perturbed --task sofa -p friction:=0.5 -p latency_steps:=2
+    python -m hrl.ros.recorded_run runs/bags/arm_perturbed --arm --task "red_block on blue_block" -p latency_s:=0.03
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+
+def _start(bag: Path, log_dir: Path | None) -> tuple[Any, Any]:
+    """The node processes (logging to ``log_dir``, default ``<bag>_logs``) and this process's rclpy node."""
+    import rclpy
+
+    from hrl.ros.runner import NodeProcesses
+
+    if bag.exists():
+        raise FileExistsError(f"{bag} exists; rosbag2 needs a new directory")
+    nodes = NodeProcesses(Path(log_dir or bag.parent / f"{bag.name}_logs"))
+    rclpy.init()
+    return nodes, rclpy.create_node(f"recorded_run_{os.getpid()}")
+
+
+def _finish(node: Any, nodes: Any, recorder: Any, bag: Path) -> None:
+    """Let the recorder hear the last messages, stop it, and check that it finalised the bag."""
+    from hrl.ros.runner import spin_until
+
+    spin_until(node, lambda: False, 1.0)
+    recorder.send_signal(signal.SIGINT)
+    recorder.wait(timeout=20)
+    if not (bag / "metadata.yaml").is_file():
+        raise RuntimeError(f"the recorder did not finalise {bag}:\n{nodes.log(recorder)}")
 
 
 def record_sim_run(
@@ -34,14 +64,10 @@ def record_sim_run(
     from std_msgs.msg import String
 
     from hrl.ros.planner_node import is_final
-    from hrl.ros.runner import NodeProcesses, spin_until
+    from hrl.ros.runner import spin_until
 
     bag = Path(bag)
-    if bag.exists():
-        raise FileExistsError(f"{bag} exists; rosbag2 needs a new directory")
-    nodes = NodeProcesses(Path(log_dir or bag.parent / f"{bag.name}_logs"))
-    rclpy.init()
-    node = rclpy.create_node(f"recorded_run_{os.getpid()}")
+    nodes, node = _start(bag, log_dir)
     try:
         nodes.start("hrl.ros.sim_robot_node", f"map:={map_name}", f"start:={start}", *sim_params)
         policy = nodes.start("hrl.ros.policy_node")
@@ -59,12 +85,86 @@ def record_sim_run(
         final = lambda: [s for s in status if is_final(s)]  # noqa: E731 (not the 'planning' reports)
         if not spin_until(node, final, timeout_s):
             raise RuntimeError(f"task {task!r} did not finish within {timeout_s} s:\n{nodes.log(planner)}")
-        spin_until(node, lambda: False, 1.0)  # the recorder hears the last messages
-        recorder.send_signal(signal.SIGINT)
-        recorder.wait(timeout=20)
-        if not (bag / "metadata.yaml").is_file():
-            raise RuntimeError(f"the recorder did not finalise {bag}:\n{nodes.log(recorder)}")
+        _finish(node, nodes, recorder, bag)
         return final()[0]
+    finally:
+        nodes.stop_all()
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def record_arm_run(
+    bag: Path,
+    *,
+    task: str | None = None,
+    calls: Sequence[Any] = (),
+    scene: str = "blocks",
+    backend: str = "mujoco",
+    layout_seed: int = 0,
+    planner: str = "symbolic",
+    sim_params: Sequence[str] = (),
+    log_dir: Path | None = None,
+    timeout_s: float = 240.0,
+) -> list[str]:
+    """Run the simulated arm while recording ``bag`` (the recorder's ``arm`` preset): ``task`` through
+    ``arm_planner_node`` (returns ``[final /task_status]``), or else each of ``calls``
+    (:class:`hrl.ros.arm_messages.SkillCall`) sent to ``arm_policy_node`` in turn, each after the last one's status
+    (returns their outcomes). ``sim_params`` (``name:=value``) make ``sim_arm_node`` a different robot.
+
+    Uses the current ``ROS_DOMAIN_ID``; raises ``RuntimeError`` (with the relevant node's log) if the graph does not
+    come up or the run does not finish within ``timeout_s``.
+    """
+    import rclpy
+    from std_msgs.msg import String
+
+    from hrl.ros.planner_node import is_final
+    from hrl.ros.qos import profile
+    from hrl.ros.runner import spin_until
+
+    if (task is None) == (not calls):
+        raise ValueError("give a task for the planner or skill calls for the policy node (one of them)")
+    bag = Path(bag)
+    nodes, node = _start(bag, log_dir)
+    try:
+        sim = nodes.start("hrl.ros.sim_arm_node", f"scene:={scene}", f"backend:={backend}",
+                          f"layout_seed:={layout_seed}", "camera_hz:=0.0", *sim_params)  # fmt: skip
+        policy = nodes.start("hrl.ros.arm_policy_node", f"scene:={scene}")
+        recorder = nodes.start("hrl.ros.recorder", f"output:={bag}", "topics:=arm", f"scene:={scene}")
+        readers = 2 if task is None else 3  # of /joint_states: the policy node, the recorder (and the planner)
+        statuses: list[str] = []
+        results: list[str] = []
+        reliable = profile("reliable")
+        node.create_subscription(String, "/task_status", lambda m: statuses.append(m.data), reliable)
+        node.create_subscription(String, "/arm_subgoal_status", lambda m: results.append(m.data), reliable)
+        if task is not None:
+            planner_proc = nodes.start("hrl.ros.arm_planner_node", f"scene:={scene}", f"planner:={planner}")
+        up = lambda: (  # noqa: E731
+            node.count_subscribers("/joint_states") >= readers
+            and node.count_subscribers("/arm_subgoal") >= 2  # the policy node and the recorder
+            and node.count_publishers("/joint_states") >= 1
+        )
+        if not spin_until(node, up, 120):
+            raise RuntimeError(f"the arm graph did not come up:\n{nodes.log(sim)}\n{nodes.log(policy)}")
+        if task is not None:
+            pub = node.create_publisher(String, "/task", reliable)
+            if not spin_until(node, lambda: node.count_subscribers("/task") >= 2, 120):  # planner and recorder
+                raise RuntimeError(f"the arm planner node did not come up:\n{nodes.log(planner_proc)}")
+            pub.publish(String(data=task))
+            final = lambda: [s for s in statuses if is_final(s)]  # noqa: E731
+            if not spin_until(node, final, timeout_s):
+                raise RuntimeError(f"task {task!r} did not finish within {timeout_s} s:\n{nodes.log(planner_proc)}")
+            outcome = final()[:1]
+        else:
+            pub = node.create_publisher(String, "/arm_subgoal", reliable)
+            outcome = []
+            for call in calls:
+                pub.publish(String(data=call.to_json()))
+                mine = lambda c=call: [r for r in results if json.loads(r).get("id") == c.id]  # noqa: E731
+                if not spin_until(node, mine, timeout_s):
+                    raise RuntimeError(f"skill call {call.id} had no status within {timeout_s} s:\n{nodes.log(policy)}")
+                outcome.append(json.loads(mine()[0])["outcome"])
+        _finish(node, nodes, recorder, bag)
+        return outcome
     finally:
         nodes.stop_all()
         node.destroy_node()
@@ -74,13 +174,27 @@ def record_sim_run(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bag", type=Path, help="bag directory to create")
-    parser.add_argument("--task", default="sofa")
+    parser.add_argument("--task", default=None, help="the task (default: sofa; the arm: red_block on blue_block)")
     parser.add_argument("--map", default="apartment")
     parser.add_argument("--start", default="kitchen")
-    parser.add_argument("-p", dest="params", action="append", default=[], help="sim_robot_node parameter name:=value")
+    parser.add_argument("--arm", action="store_true", help="the simulated arm (sim_arm_node) instead of the rover")
+    parser.add_argument("--scene", default="blocks", help="the arm's tabletop scene")
+    parser.add_argument("--backend", default="mujoco", help="the arm's simulator (sim_arm_node's backend)")
+    parser.add_argument("--layout-seed", type=int, default=0, help="the arm's scene layout seed")
+    parser.add_argument(
+        "-p", dest="params", action="append", default=[], help="sim_robot_node (sim_arm_node) parameter name:=value"
+    )
     args = parser.parse_args(argv)
     try:
-        status = record_sim_run(args.bag, task=args.task, map_name=args.map, start=args.start, sim_params=args.params)
+        if args.arm:
+            status = record_arm_run(
+                args.bag, task=args.task or "red_block on blue_block", scene=args.scene, backend=args.backend,
+                layout_seed=args.layout_seed, sim_params=args.params,
+            )[0]  # fmt: skip
+        else:
+            status = record_sim_run(
+                args.bag, task=args.task or "sofa", map_name=args.map, start=args.start, sim_params=args.params
+            )
     except (RuntimeError, FileExistsError) as err:
         print(f"recorded_run: error: {err}", file=sys.stderr)
         return 2

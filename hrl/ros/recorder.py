@@ -5,6 +5,12 @@
 unchanged, with the time DDS received it as the timestamp, so ``ros2 bag play``, ``rosbags`` and the sim-to-real
 tools read the bag like any other. The bag is finalised (metadata.yaml written) on Ctrl-C / SIGTERM.
 
+``topics`` takes topic names (``/topic`` with a type this module knows, or ``/topic:pkg/msg/Type``) and presets:
+``rover`` (the defaults: what ``hrl-sim2real`` reads of a base) and ``arm`` (the arm's topics, docs/ros.md "The
+arm": ``/joint_states``, the joint trajectory and gripper commands, ``/arm_subgoal`` and its statuses, ``/task`` and
+``/task_status``, and ``/objects/<name>/pose`` for every object of the ``scene`` parameter's scene), e.g.
+``topics:=arm`` or ``topics:="arm,/camera/front/image_raw:sensor_msgs/msg/Image"``.
+
 Sensor streams (``sensor_msgs/*``, odometry) are subscribed with ``sensor_qos`` (default ``sensor_data``,
 best effort: it hears reliable and best-effort drivers alike, REP 2003), the other topics with ``qos``
 (default ``reliable``: commands, plans and statuses are not to be lost).
@@ -38,13 +44,30 @@ DEFAULT_TOPICS = {
 }
 
 
+#: the arm's topics (docs/ros.md, "The arm"), without the object poses (one per object of the scene)
+ARM_TOPICS = {
+    "/joint_states": "sensor_msgs/msg/JointState",
+    "/panda_arm_controller/joint_trajectory": "trajectory_msgs/msg/JointTrajectory",
+    "/panda_hand_controller/commands": "std_msgs/msg/Float64MultiArray",
+    "/arm_subgoal": "std_msgs/msg/String",
+    "/arm_subgoal_status": "std_msgs/msg/String",
+    "/task": "std_msgs/msg/String",
+    "/task_status": "std_msgs/msg/String",
+}
+#: the object pose topics of the arm preset: OBJECT_POSE_TOPIC.format(name=...) for each object of the scene
+OBJECT_POSE_TOPIC, OBJECT_POSE_TYPE = "/objects/{name}/pose", "geometry_msgs/msg/PoseStamped"
+PRESETS = ("rover", "arm")
+
+
 def _topics(value: Any) -> str | None:
     if not isinstance(value, str):
         return "must be a string"
     for item in filter(None, (t.strip() for t in value.split(","))):
         name, _, msgtype = item.partition(":")
+        if item in PRESETS:
+            continue
         if not name.startswith("/") or (msgtype and msgtype.count("/") != 2):
-            return "must be comma-separated /topic or /topic:pkg/msg/Type entries"
+            return f"must be comma-separated presets ({', '.join(PRESETS)}), /topic or /topic:pkg/msg/Type entries"
     return None
 
 
@@ -52,21 +75,51 @@ QUEUE = 100  # messages per topic held for the writer: a loaded machine can stal
 
 PARAMS = [
     Param("output", "", "bag directory to create (must not exist); empty: runs/bags/<time>", lambda v: None),
-    Param("topics", ",".join(DEFAULT_TOPICS), "comma-separated /topic[:pkg/msg/Type] to record", _topics),
+    Param(
+        "topics",
+        ",".join(DEFAULT_TOPICS),
+        "comma-separated /topic[:pkg/msg/Type] to record, or presets: rover (the default list), arm",
+        _topics,
+    ),
+    Param(
+        "scene", "blocks", "tabletop scene (name or .yaml) whose object pose topics the arm preset records", non_empty
+    ),
     Param("storage", "sqlite3", "rosbag2 storage: sqlite3 or mcap", non_empty),
     qos.qos_param("sensor_qos", "sensor_data", "sensor topics in (sensor_msgs/*, nav_msgs/Odometry)"),
     qos.qos_param("qos", "reliable", "the other topics in"),
 ]
 
 
-def parse_topics(text: str) -> dict[str, str]:
-    out = {}
+def arm_topics(scene: str) -> dict[str, str]:
+    """The arm preset: :data:`ARM_TOPICS` and the pose topic of every object of ``scene`` (a name or a path)."""
+    from sim.tabletop.scene import load_scene
+
+    try:
+        objects = [o.name for o in load_scene(scene).objects]
+    except (ValueError, FileNotFoundError) as err:
+        raise ParameterError(f"parameter 'scene' = {scene!r}: {err}") from None
+    return {**ARM_TOPICS, **{OBJECT_POSE_TOPIC.format(name=n): OBJECT_POSE_TYPE for n in objects}}
+
+
+def parse_topics(text: str, scene: str = "blocks") -> dict[str, str]:
+    """Topic -> type of a ``topics`` value: presets expanded, known topics typed (the arm's poses from ``scene``)."""
+    out: dict[str, str] = {}
     for item in filter(None, (t.strip() for t in text.split(","))):
+        if item == "rover":
+            out.update(DEFAULT_TOPICS)
+            continue
+        if item == "arm":
+            out.update(arm_topics(scene))
+            continue
         name, _, msgtype = item.partition(":")
         if not msgtype:
-            if name not in DEFAULT_TOPICS:
-                raise ParameterError(f"topic {name!r} has no known type; give it as {name}:pkg/msg/Type")
-            msgtype = DEFAULT_TOPICS[name]
+            known = {**DEFAULT_TOPICS, **ARM_TOPICS}
+            if name not in known:
+                raise ParameterError(
+                    f"topic {name!r} has no known type; give it as {name}:pkg/msg/Type (or use a preset: "
+                    f"{', '.join(PRESETS)})"
+                )
+            msgtype = known[name]
         out[name] = msgtype
     return out
 
@@ -93,7 +146,7 @@ class Recorder(Node):
         storages = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
         if p["storage"] not in storages:
             raise ParameterError(f"parameter 'storage' = {p['storage']!r} must be sqlite3 or mcap")
-        topics = parse_topics(p["topics"])
+        topics = parse_topics(p["topics"], p["scene"])
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         typestore = get_typestore(Stores.LATEST)
