@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 # Extras installed by `make setup` (pybullet: the second physics backend; llm: the embedded planner, its
 # llama.cpp wheel built once per machine and cached in WHEEL_CACHE; ros: ROS 2 from PyPI wheels; panda: panda-gym,
 # the foreign goal env hrl-train is tested on). Others are opt-in: make setup EXTRAS=mujoco,...,dev,cluster
-EXTRAS ?= mujoco,pybullet,rl,llm,ros,posttrain,panda,dev
+EXTRAS ?= mujoco,pybullet,rl,llm,ros,posttrain,vla,panda,dev
 LLAMA_CPP_VERSION ?= 0.3.36
 WHEEL_CACHE ?= $(HOME)/.cache/hrl-stack/wheels
 # CPU build of PyTorch (a plain `torch` requirement would pull a multi-GB CUDA build).

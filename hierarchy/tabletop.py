@@ -119,6 +119,7 @@ class TabletopDomain:
             tcp,
             held,
             skill_observation=env.observation_as,
+            finger_width=float(env.physics.finger_width()),
             camera=getattr(env, "camera_image", None),
         )
 

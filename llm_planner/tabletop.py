@@ -72,6 +72,7 @@ class TabletopView:
     places: tuple[PlaceView, ...]
     tcp: tuple[float, float, float]
     holding: str | None = None
+    finger_width: float | None = None  # m between the fingers; None where unknown
     #: ``(goal_mode, block_gripper, object, goal) -> observation``: what a skill would observe now for a candidate
     #: goal (SayCan's affordances: the skill's critic on it); None where the robot offers none.
     skill_observation: Callable[..., Any] | None = field(default=None, compare=False, repr=False)

@@ -69,6 +69,21 @@ def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
     return np.stack([x, np.cross(z, x), z], axis=1)
 
 
+def moved_camera(spec: CameraSpec, position: np.ndarray, rotation: np.ndarray) -> CameraSpec:
+    """``spec`` moved by ``position`` and turned by ``rotation`` in its own frame, as ``set_camera_offset`` moves a
+    backend's camera: the pose a render after that offset was taken from."""
+    from dataclasses import replace
+
+    eye, target = np.asarray(spec.eye, dtype=float), np.asarray(spec.target, dtype=float)
+    r = look_at(eye, target, np.asarray(spec.up, dtype=float))
+    new_eye = eye + r @ np.asarray(position, dtype=float)
+    turned = r @ np.asarray(rotation, dtype=float)
+    new_target = new_eye - turned[:, 2] * np.linalg.norm(target - eye)
+    return replace(
+        spec, eye=tuple(new_eye.tolist()), target=tuple(new_target.tolist()), up=tuple(turned[:, 1].tolist())
+    )
+
+
 def depth_from_buffer(buffer: np.ndarray, near: float, far: float) -> np.ndarray:
     """Metric depth (m) from an OpenGL depth buffer in [0, 1] (PyBullet's)."""
     return (far * near / (far - (far - near) * buffer)).astype(np.float32)

@@ -1,0 +1,197 @@
+"""``planner=vla``: the trained vision-language-action planner on the tabletop.
+
+Step-wise, as SayCan: each call looks at the front camera (RGB + depth), reads the instruction and the TCP, and
+answers the next step, ``place <object> on <target>`` (which the domain grounds into reach, grasp, carry and
+release), or raises :class:`~llm_planner.plan.PlanDone` when it judges the task done. The network points: the
+argmax cell of its pick heatmap, lifted to 3-D with the depth image through the camera's pinhole model, names the
+block nearest that point (within ``pick_radius``); the place heatmap's point names the block or place nearest it
+(``place_radius`` from a block's top or a place's centre). A point with nothing there is a
+:class:`~llm_planner.plan.PlanError` that says where it pointed and what is nearest. Names and positions of the
+scene's things are used only for that last naming step (the skills take an object's name); what to do, with
+what and where, comes from the image. A robot has the same: its perception publishes the objects' poses.
+
+The instruction's token embeddings are computed once per instruction; ``last_usage`` holds the time of the last
+plan (camera, network, lifting) in milliseconds.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llm_planner.plan import PlanDone, PlanError
+from llm_planner.tabletop import PlaceSubgoal, TabletopPlan, TabletopTask, TabletopView
+
+SHIPPED = Path(__file__).resolve().parents[2] / "hrl" / "policies"
+
+
+def resolve_model(spec: str | Path) -> Path:
+    """``shipped:<name>`` (hrl/policies/<name>/model.pt) or a path to a model.pt / a run directory."""
+    spec = str(spec)
+    if spec.startswith("shipped:"):
+        name = spec.split(":", 1)[1]
+        path = SHIPPED / name / "model.pt"
+        if not path.is_file():
+            shipped = sorted(p.parent.name for p in SHIPPED.glob("*/model.pt"))
+            raise ValueError(f"no shipped VLA model {name!r}; shipped: {', '.join(shipped) or 'none'}")
+        return path
+    path = Path(spec)
+    if path.is_dir():
+        path = path / "model.pt"
+    if not path.is_file():
+        raise ValueError(
+            f"VLA model {spec!r} not found; give a model.pt (hrl-vla stage=bc writes one) or shipped:<name>"
+        )
+    return path
+
+
+class VLAPlanner:
+    name = "vla"
+    domains = ("tabletop",)
+    stepwise = True
+
+    def __init__(
+        self,
+        model: str = "shipped:vla_tabletop",
+        camera: str = "front",
+        max_steps: int = 8,
+        pick_radius: float = 0.05,
+        place_radius: float = 0.06,
+        done_threshold: float = 0.5,
+        threads: int | None = None,
+    ) -> None:
+        import torch
+
+        from hierarchy.vla.model import NetConfig, VLANet
+        from hierarchy.vla.text import token_embeddings
+
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if not (pick_radius > 0 and place_radius > 0):
+            raise ValueError(f"pick_radius and place_radius must be > 0 m, got {pick_radius}, {place_radius}")
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.path = resolve_model(model)
+        state = torch.load(self.path, map_location="cpu", weights_only=False)
+        if not isinstance(state, dict) or "state_dict" not in state or "net" not in state:
+            raise ValueError(f"{self.path} is not a VLA model (hrl-vla stage=bc writes model.pt)")
+        self.net = VLANet(NetConfig(**state["net"]))
+        self.net.load_state_dict(state["state_dict"])
+        self.net.eval()
+        self.size = self.net.cfg.image_size
+        self.embeddings = token_embeddings()
+        want = state.get("text", {}).get("fingerprint")
+        if want and want != self.embeddings.fingerprint:
+            raise ValueError(
+                f"{self.path} was trained on other token embeddings ({state['text'].get('source')}); "
+                f"this process has {self.embeddings.source}"
+            )
+        self.camera, self.max_steps = camera, max_steps
+        self.pick_radius, self.place_radius, self.done_threshold = pick_radius, place_radius, done_threshold
+        self._text: dict[str, Any] = {}
+        self.steps = 0
+        self.last_usage: dict[str, Any] = {}
+        self.last_points: dict[str, Any] = {}
+
+    def reset(self) -> None:
+        self.steps = 0
+
+    # -- planning -----------------------------------------------------------------------------------------
+    def plan(self, task: TabletopTask, scene: TabletopView, feedback: Any = None) -> TabletopPlan:
+        from llm_planner.llm.prompts import check_instruction
+
+        text = check_instruction(task.text)
+        if scene.camera is None:
+            raise ValueError("planner vla needs a camera image; this scene offers none (TabletopView.camera is None)")
+        if self.steps >= self.max_steps:
+            raise PlanDone(f"{self.max_steps} steps taken (max_steps)")
+        t0 = time.perf_counter()
+        image = scene.camera(self.camera, self.size, depth=True)
+        t1 = time.perf_counter()
+        width = scene.finger_width if scene.finger_width is not None else 0.08
+        plan = self.plan_image(text, image, np.array([*scene.tcp, width], dtype=np.float32), scene)
+        self.last_usage["camera_ms"] = round((t1 - t0) * 1000, 2)
+        self.steps += 1
+        return plan
+
+    def plan_image(self, text: str, image: Any, proprio: np.ndarray, scene: TabletopView) -> TabletopPlan:
+        """The next step from one camera image (``CameraImage`` with depth) and the proprioception (4,)."""
+        import torch
+
+        from hierarchy.vla.model import pad_tokens
+        from hierarchy.vla.train import decode_cells
+
+        rgb, depth = np.asarray(image.rgb), image.depth
+        if rgb.shape != (self.size, self.size, 3) or rgb.dtype != np.uint8:
+            raise ValueError(
+                f"the VLA takes a {self.size}x{self.size} RGB image of uint8 (shape ({self.size}, {self.size}, 3)), "
+                f"got shape {rgb.shape} of {rgb.dtype}; render the camera at {self.size} px"
+            )
+        if depth is None or np.asarray(depth).shape != (self.size, self.size):
+            got = None if depth is None else np.asarray(depth).shape
+            raise ValueError(f"the VLA needs the depth image ({self.size}, {self.size}) in metres, got {got}")
+        proprio = np.asarray(proprio, dtype=np.float32)
+        if proprio.shape != (4,) or not np.all(np.isfinite(proprio)):
+            raise ValueError(f"proprioception must be 4 finite numbers (TCP x, y, z, finger width), got {proprio}")
+        t0 = time.perf_counter()
+        if text not in self._text:
+            self._text[text] = torch.from_numpy(self.embeddings.encode(text))
+        tokens, mask = pad_tokens([self._text[text]])
+        with torch.no_grad():
+            pick_logits, place_logits, done_logit = self.net(
+                torch.from_numpy(rgb[None].copy()),
+                torch.from_numpy(np.asarray(depth, dtype=np.float32)[None]),
+                torch.from_numpy(proprio[None]),
+                tokens,
+                mask,
+            )
+        done = float(torch.sigmoid(done_logit)[0])
+        (pu, pv), (qu, qv) = decode_cells(pick_logits)[0], decode_cells(place_logits)[0]
+        t1 = time.perf_counter()
+        self.last_usage = {"model_ms": round((t1 - t0) * 1000, 2), "done": round(done, 3)}
+        if done >= self.done_threshold:
+            raise PlanDone(f"vla: done (p = {done:.2f})")
+        pick, place = image.lift(pu, pv), image.lift(qu, qv)
+        self.last_points = {"pick_uv": (pu, pv), "place_uv": (qu, qv), "pick": pick, "place": place}
+        obj = self._pick_name(pick, scene)
+        on = self._place_name(place, scene, obj)
+        self.last_usage["lift_ms"] = round((time.perf_counter() - t1) * 1000, 2)
+        return TabletopPlan(
+            subgoals=[PlaceSubgoal(object=obj, on=on)],
+            rationale=f"vla: pick at pixel ({pu:.0f}, {pv:.0f}), place at ({qu:.0f}, {qv:.0f}); done p = {done:.2f}",
+        )
+
+    def _pick_name(self, point: np.ndarray, scene: TabletopView) -> str:
+        free = [o for o in scene.objects if o.on != "gripper"] or list(scene.objects)
+        tops = {o.name: np.array(o.position) + np.array([0.0, 0.0, o.size / 2]) for o in free}
+        return _nearest(point, tops, self.pick_radius, "pick", "block")
+
+    def _place_name(self, point: np.ndarray, scene: TabletopView, picked: str) -> str:
+        targets = {
+            o.name: np.array(o.position) + np.array([0.0, 0.0, o.size / 2]) for o in scene.objects if o.name != picked
+        }
+        # a place counts by its centre on the table, with the radius widened by half its usual footprint
+        spots = {p.name: np.array([*p.center, 0.0]) for p in scene.places}
+        best_obj = min(((float(np.linalg.norm(point - v)), k) for k, v in targets.items()), default=(np.inf, ""))
+        best_place = min(((float(np.linalg.norm(point - v)), k) for k, v in spots.items()), default=(np.inf, ""))
+        if best_obj[0] <= self.place_radius and best_obj[0] <= best_place[0]:
+            return best_obj[1]
+        if best_place[0] <= self.place_radius + 0.04:
+            return best_place[1]
+        return _nearest(point, {**targets, **spots}, self.place_radius, "place", "block or place")
+
+
+def _nearest(point: np.ndarray, candidates: dict[str, np.ndarray], radius: float, what: str, kind: str) -> str:
+    if not candidates:
+        raise PlanError(f"vla: nothing to {what} in this scene")
+    d, name = min((float(np.linalg.norm(point - v)), k) for k, v in candidates.items())
+    if d > radius:
+        x, y, z = point
+        raise PlanError(
+            f"vla: pointed at ({x:.2f}, {y:.2f}, {z:.2f}) to {what}, {d * 100:.0f} cm from the nearest {kind} "
+            f"({name}); nothing to {what} there (radius {radius * 100:.0f} cm)"
+        )
+    return name

@@ -1,0 +1,340 @@
+"""Imitation (behaviour cloning) of the oracle's steps: the library behind ``hrl-vla stage=bc``.
+
+Reads the demonstrations (:mod:`.data`), trains :class:`.model.VLANet` with cross-entropy on the pick and place
+heatmaps (the demonstrated pixel's cell is the class) and a binary loss on ``done``, with the images shifted by a
+few pixels and their brightness scaled at random (the demonstrations' labels move with them). Every
+``eval_every`` steps it scores the validation file (unseen phrasings and layouts): a step is right when the pick
+and the place cells are within ``tolerance_cells`` of the demonstrated ones (or ``done`` is right). Writes
+``model.pt`` (what the planner loads), ``checkpoints/last.pt`` (every ``save_every`` steps, atomically; ``resume``
+continues from it), ``train_log.csv``, ``val_log.csv``, ``curves.png`` and ``result.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Bump when model.pt's contents change meaning.
+MODEL_FORMAT = 1
+
+
+@dataclass
+class BCConfig:
+    train_data: list[str] = field(default_factory=list)
+    val_data: list[str] = field(default_factory=list)
+    steps: int = 3000
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    eval_every: int = 250
+    save_every: int = 250
+    shift: int = 4  # pixels of random image shift
+    tolerance_cells: float = 1.5  # a pick/place is right within this many heatmap cells (~2 cm each at 96 px)
+    seed: int = 0
+    width: int = 16
+    resume: bool = False
+
+    def check(self) -> None:
+        if not self.train_data:
+            raise ValueError("train_data is empty; give the demonstration files (hrl-vla stage=data writes them)")
+        for key in ("steps", "batch_size", "eval_every", "save_every"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+
+
+class TextCache:
+    """Frozen token embeddings per instruction, computed once (as torch tensors)."""
+
+    def __init__(self, embeddings: Any) -> None:
+        self.embeddings, self._cache = embeddings, {}
+
+    def __call__(self, text: str) -> Any:
+        import torch
+
+        if text not in self._cache:
+            self._cache[text] = torch.from_numpy(self.embeddings.encode(text))
+        return self._cache[text]
+
+
+def batch_tensors(samples: Any, index: np.ndarray, text: TextCache, rng: np.random.Generator | None, shift: int):
+    """The network's inputs and targets for ``index``; with ``rng`` augmented (shift, brightness)."""
+    import torch
+
+    from hierarchy.vla.model import pad_tokens
+
+    rgb = samples.rgb[index].astype(np.float32)
+    depth = samples.depth[index].astype(np.float32)
+    actions = samples.actions[index].copy()
+    if rng is not None:
+        for i in range(len(index)):
+            dx, dy = rng.integers(-shift, shift + 1, 2) if shift else (0, 0)
+            rgb[i] = np.roll(rgb[i], (dy, dx), axis=(0, 1)) * rng.uniform(0.8, 1.2)
+            depth[i] = np.roll(depth[i], (dy, dx), axis=(0, 1))
+            actions[i, [0, 2]] += dx
+            actions[i, [1, 3]] += dy
+        rgb = np.clip(rgb, 0, 255)
+    tokens, mask = pad_tokens([text(samples.instruction[i]) for i in index])
+    return (
+        torch.from_numpy(rgb.astype(np.uint8)),
+        torch.from_numpy(depth),
+        torch.from_numpy(samples.proprio[index]),
+        tokens,
+        mask,
+        torch.from_numpy(actions),
+    )
+
+
+def schedule(step: int, steps: int, warmup: int = 50) -> float:
+    """The learning rate's factor: a linear warm-up, then a cosine down to 5 % at ``steps`` (a resumed run with
+    more steps continues on the longer curve)."""
+    warm = min(1.0, (step + 1) / warmup)
+    return warm * max(0.05, 0.5 * (1.0 + np.cos(np.pi * min(step, steps) / steps)))
+
+
+def cell_targets(actions: Any, size: int) -> tuple[Any, Any, Any]:
+    """Flat heatmap cell index of the pick and the place pixels (heatmaps at half resolution), and done."""
+    import torch
+
+    half = size // 2
+    uv = torch.nan_to_num(actions[:, :4], nan=0.0).clamp(0, size - 1e-3) / 2
+    pick = uv[:, 1].long() * half + uv[:, 0].long()
+    place = uv[:, 3].long() * half + uv[:, 2].long()
+    return pick, place, actions[:, 4]
+
+
+def losses(net: Any, batch: tuple) -> tuple[Any, dict[str, float]]:
+    import torch
+    from torch.nn import functional as F  # noqa: N812
+
+    rgb, depth, proprio, tokens, mask, actions = batch
+    pick_logits, place_logits, done_logit = net(rgb, depth, proprio, tokens, mask)
+    pick, place, done = cell_targets(actions, rgb.shape[1])
+    step = done < 0.5
+    loss_done = F.binary_cross_entropy_with_logits(done_logit, done)
+    if step.any():
+        loss_pick = F.cross_entropy(pick_logits[step].flatten(1), pick[step])
+        loss_place = F.cross_entropy(place_logits[step].flatten(1), place[step])
+    else:
+        loss_pick = loss_place = torch.zeros(())
+    loss = loss_pick + loss_place + loss_done
+    parts = {"loss": loss, "pick": loss_pick, "place": loss_place, "done": loss_done}
+    return loss, {k: float(v.detach()) for k, v in parts.items()}
+
+
+def decode_cells(logits: Any) -> np.ndarray:
+    """(B, H, W) logits -> (B, 2) continuous pixel (u, v) of the best cell's centre at full resolution."""
+    _b, _h, w = logits.shape
+    best = logits.flatten(1).argmax(1).cpu().numpy()
+    return np.stack([(best % w) * 2 + 1.0, (best // w) * 2 + 1.0], axis=1)
+
+
+def evaluate(net: Any, samples: Any, text: TextCache, tolerance_cells: float, batch_size: int = 64) -> dict[str, Any]:
+    """Per-sample correctness on ``samples`` (no augmentation), overall and by scene."""
+    import torch
+
+    net.eval()
+    right, pick_ok, place_ok, done_ok = [], [], [], []
+    with torch.no_grad():
+        for start in range(0, len(samples), batch_size):
+            index = np.arange(start, min(start + batch_size, len(samples)))
+            rgb, depth, proprio, tokens, mask, actions = batch_tensors(samples, index, text, None, 0)
+            pl, ql, dl = net(rgb, depth, proprio, tokens, mask)
+            a = actions.numpy()
+            is_done = a[:, 4] > 0.5
+            said_done = dl.numpy() > 0
+            tol = 2.0 * tolerance_cells
+            p = np.linalg.norm(decode_cells(pl) - a[:, :2], axis=1) <= tol
+            q = np.linalg.norm(decode_cells(ql) - a[:, 2:4], axis=1) <= tol
+            right += list(np.where(is_done, said_done, ~said_done & p & q))
+            pick_ok += list(p[~is_done])
+            place_ok += list(q[~is_done])
+            done_ok += list(said_done == is_done)
+    net.train()
+    right = np.asarray(right)
+    by_scene = {}
+    for scene in sorted(set(samples.scene)):
+        m = np.array([s == scene for s in samples.scene])
+        by_scene[scene] = round(float(right[m].mean()), 4)
+    return {
+        "step_accuracy": round(float(right.mean()), 4),
+        "pick": round(float(np.mean(pick_ok)), 4) if pick_ok else float("nan"),
+        "place": round(float(np.mean(place_ok)), 4) if place_ok else float("nan"),
+        "done": round(float(np.mean(done_ok)), 4),
+        "by_scene": by_scene,
+        "samples": len(samples),
+    }
+
+
+def _save(path: Path, payload: dict) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str, Any]:
+    """Train (or continue, with ``cfg.resume``) and write the run directory; returns result.json's content."""
+    import torch
+    from tqdm import tqdm
+
+    from hierarchy.vla.data import read_dataset
+    from hierarchy.vla.model import NetConfig, VLANet
+    from hierarchy.vla.text import token_embeddings
+
+    cfg.check()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    train_set = read_dataset(cfg.train_data)
+    val_set = read_dataset(cfg.val_data) if cfg.val_data else None
+    size = int(train_set.rgb.shape[1])
+    embeddings = token_embeddings()
+    text = TextCache(embeddings)
+    torch.manual_seed(cfg.seed)
+    net = VLANet(NetConfig(image_size=size, text_dim=embeddings.dim, width=cfg.width))
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: schedule(s, cfg.steps))
+    rng = np.random.default_rng(cfg.seed)
+    start, started = 0, time.perf_counter()
+    ckpt = run_dir / "checkpoints" / "last.pt"
+    if cfg.resume:
+        if not ckpt.is_file():
+            raise ValueError(f"resume: {ckpt} is missing; nothing to continue")
+        state = torch.load(ckpt, weights_only=False)
+        net.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        rng.bit_generator.state = state["rng"]
+        torch.set_rng_state(state["torch_rng"])
+        start = int(state["step"])
+    (run_dir / "bc_config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    train_log = run_dir / "train_log.csv"
+    val_log = run_dir / "val_log.csv"
+    if not cfg.resume:
+        train_log.write_text("step,loss,pick,place,done,lr\n")
+        val_log.write_text("step,step_accuracy,pick,place,done\n")
+    last_val: dict[str, Any] = {}
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="vla bc")
+    running: list[dict[str, float]] = []
+    for step in bar:
+        index = rng.integers(0, len(train_set), cfg.batch_size)
+        loss, parts = losses(net, batch_tensors(train_set, index, text, rng, cfg.shift))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)
+        opt.step()
+        sched.step()
+        running.append(parts)
+        done_steps = step + 1
+        if done_steps % 25 == 0 or done_steps == cfg.steps:
+            mean = {k: float(np.mean([r[k] for r in running])) for k in running[0]}
+            running = []
+            bar.set_postfix(loss=f"{mean['loss']:.3f}")
+            with train_log.open("a") as f:
+                f.write(
+                    f"{done_steps},{mean['loss']:.4f},{mean['pick']:.4f},{mean['place']:.4f},{mean['done']:.4f},"
+                    f"{sched.get_last_lr()[0]:.6f}\n"
+                )
+        if val_set is not None and (done_steps % cfg.eval_every == 0 or done_steps == cfg.steps):
+            last_val = evaluate(net, val_set, text, cfg.tolerance_cells)
+            with val_log.open("a") as f:
+                f.write(
+                    f"{done_steps},{last_val['step_accuracy']},{last_val['pick']},{last_val['place']},"
+                    f"{last_val['done']}\n"
+                )
+            bar.write(f"[vla bc] step {done_steps}: val {json.dumps(last_val)}")
+        if done_steps % cfg.save_every == 0 or done_steps == cfg.steps:
+            _save(
+                ckpt,
+                {
+                    "model": net.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict(),
+                    "rng": rng.bit_generator.state,
+                    "torch_rng": torch.get_rng_state(),
+                    "step": done_steps,
+                },
+            )
+    model_path = run_dir / "model.pt"
+    _save(
+        model_path,
+        {
+            "format": MODEL_FORMAT,
+            "net": net.cfg.to_dict(),
+            "state_dict": net.state_dict(),
+            "text": {"source": embeddings.source, "fingerprint": embeddings.fingerprint},
+            "trained_on": [str(p) for p in cfg.train_data],
+            "steps": cfg.steps,
+        },
+    )
+    train_score = evaluate(net, _subset(train_set, 2000, cfg.seed), text, cfg.tolerance_cells)
+    result = {
+        "model": str(model_path),
+        "steps": cfg.steps,
+        "train_samples": len(train_set),
+        "val": last_val,
+        "train": train_score,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+    }
+    (run_dir / "result.json").write_text(json.dumps(result, indent=2))
+    plot_curves(run_dir)
+    return result
+
+
+def _subset(samples: Any, n: int, seed: int) -> Any:
+    from hierarchy.vla.data import Samples
+
+    if len(samples) <= n:
+        return samples
+    index = np.sort(np.random.default_rng(seed).choice(len(samples), n, replace=False))
+    return Samples(
+        samples.rgb[index],
+        samples.depth[index],
+        samples.proprio[index],
+        samples.actions[index],
+        [samples.instruction[i] for i in index],
+        samples.episode[index],
+        [samples.scene[i] for i in index],
+    )
+
+
+def plot_curves(run_dir: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with (run_dir / "train_log.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return None
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.5))
+    steps = [int(r["step"]) for r in rows]
+    for key in ("loss", "pick", "place", "done"):
+        a.plot(steps, [float(r[key]) for r in rows], label=key)
+    a.set(xlabel="step", ylabel="loss", yscale="log", title="training loss")
+    a.legend()
+    with (run_dir / "val_log.csv").open() as f:
+        val = list(csv.DictReader(f))
+    if val:
+        vs = [int(r["step"]) for r in val]
+        for key in ("step_accuracy", "pick", "place", "done"):
+            b.plot(vs, [float(r[key]) for r in val], marker="o", label=key)
+        b.set(xlabel="step", ylabel="accuracy", ylim=(0, 1), title="validation (unseen phrasings, layouts)")
+        b.legend()
+    fig.tight_layout()
+    out = run_dir / "curves.png"
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

@@ -1,0 +1,188 @@
+"""``hrl-vla``: demonstrations and imitation training of the VLA planner (Hydra config: configs/vla.yaml).
+
+    hrl-vla stage=data split=train episodes=300            # oracle demonstrations -> <run dir>/train_mujoco.hdf5
+    hrl-vla stage=data split=val episodes=40 seed=1        # unseen phrasings and layouts, for validation
+    hrl-vla -m stage=data seed=0,1,2,3 hydra/launcher=joblib   # fan out over the Hydra launchers (joblib, Ray, Slurm)
+    hrl-vla stage=bc 'train_data=[a.hdf5,b.hdf5]' 'val_data=[v.hdf5]' steps=3000
+    hrl-vla resume=runs/vla/<time>                          # continue a killed training run from its checkpoint
+
+``stage=bc`` writes ``runs/vla/<time>/``: ``model.pt`` (``planner=vla planner.params.model=<it>``),
+``checkpoints/last.pt``, ``train_log.csv``, ``val_log.csv``, ``curves.png``, ``result.json``. The library is
+:mod:`hierarchy.vla` (docs/vla.md).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import NoReturn
+
+from hrl.cli import fail as cli_fail
+from hrl.cli import run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
+
+INTERRUPTED = 130
+
+
+@dataclass
+class VLAConfig:
+    stage: str = "bc"  # data | bc
+    # stage=data
+    scenes: list[str] = field(default_factory=lambda: ["blocks", "sort", "clear"])
+    backend: str = "mujoco"
+    episodes: int = 300
+    split: str = "train"
+    seed: int = 0
+    image_size: int = 96
+    out: str | None = None
+    # stage=bc
+    train_data: list[str] = field(default_factory=list)
+    val_data: list[str] = field(default_factory=list)
+    steps: int = 3000
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    eval_every: int = 250
+    save_every: int = 250
+    shift: int = 4
+    width: int = 16
+    threads: int | None = None
+    resume: bool = False
+
+    def check(self) -> None:
+        if self.stage not in ("data", "bc"):
+            raise ValueError(f"stage must be 'data' or 'bc', got {self.stage!r}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
+        if self.stage == "data":
+            self.data_config().check()
+        else:
+            self.bc_config().check()
+
+    def data_config(self):
+        from hierarchy.vla.data import DataConfig
+
+        return DataConfig(
+            scenes=tuple(self.scenes),
+            backend=self.backend,
+            episodes=self.episodes,
+            split=self.split,
+            seed=self.seed,
+            image_size=self.image_size,
+        )
+
+    def bc_config(self):
+        from hierarchy.vla.train import BCConfig
+
+        return BCConfig(
+            train_data=list(self.train_data),
+            val_data=list(self.val_data),
+            steps=self.steps,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            eval_every=self.eval_every,
+            save_every=self.save_every,
+            shift=self.shift,
+            seed=self.seed,
+            width=self.width,
+            resume=self.resume,
+        )
+
+
+def fail(message: str) -> NoReturn:
+    cli_fail("hrl-vla", message)
+
+
+def register_schema() -> None:
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="vla_schema", node=VLAConfig)
+
+
+def _run(config: VLAConfig, run_dir: Path) -> int:
+    import torch
+
+    try:
+        config.check()
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(config.__dict__, indent=2))
+    try:
+        with sigterm_as_keyboard_interrupt():
+            if config.stage == "data":
+                from tqdm import tqdm
+
+                from hierarchy.vla.data import write_dataset
+
+                out = Path(config.out) if config.out else run_dir / f"{config.split}_{config.backend}.hdf5"
+                total = config.episodes * len(config.scenes)
+                with tqdm(total=total, desc=f"vla data ({config.split}, {config.backend})") as bar:
+                    summary = write_dataset(out, config.data_config(), progress=lambda n, _: bar.update(1))
+                print(
+                    f"[hrl-vla] data: {summary['samples']} samples in {summary['episodes']} episodes, "
+                    f"{summary['seconds']:.0f} s -> {out}"
+                )
+                return 0
+            from hierarchy.vla.train import train
+
+            result = train(config.bc_config(), run_dir)
+    except KeyboardInterrupt:
+        if config.stage == "bc":
+            print(f"[hrl-vla] interrupted; continue with: hrl-vla resume={run_dir}", file=sys.stderr)
+        raise SystemExit(INTERRUPTED) from None
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))
+    val = result.get("val") or {}
+    print(
+        f"[hrl-vla] bc done: {result['steps']} steps in {result['wall_time_s'] / 60:.1f} min, val step accuracy "
+        f"{float(val.get('step_accuracy', 'nan')):.0%} -> {result['model']}"
+    )
+    return 0
+
+
+def _task(cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    _run(typed_config(cfg, "hrl-vla"), Path(HydraConfig.get().runtime.output_dir))
+
+
+def resume(run_dir: Path, overrides: list[str]) -> int:
+    """Continue a training run with its own saved config; only ``steps`` may change."""
+    saved = run_dir / "config.json"
+    if not saved.is_file():
+        fail(f"resume={run_dir}: {saved} is missing; not an hrl-vla run directory")
+    values = json.loads(saved.read_text())
+    unknown = sorted(set(values) - {f.name for f in fields(VLAConfig)})
+    if unknown:
+        fail(f"resume={run_dir}: its config has keys this version does not know: {unknown}")
+    if values.get("stage") != "bc":
+        fail(
+            f"resume={run_dir}: only a training run (stage=bc) can be resumed; this one is stage={values.get('stage')}"
+        )
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key != "steps":
+            fail(f"resume continues a run with its own config; only steps may be overridden, got {item!r}")
+        try:
+            values["steps"] = int(value)
+        except ValueError:
+            fail(f"steps must be an integer, got {value!r}")
+    values["resume"] = True
+    return _run(VLAConfig(**values), run_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    resumes = [a for a in args if a.startswith("resume=")]
+    if resumes:
+        return resume(Path(resumes[0].split("=", 1)[1]), [a for a in args if not a.startswith("resume=")])
+    register_schema()
+    run_hydra_app(_task, "vla", args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
