@@ -45,9 +45,10 @@ SUBGOAL, SUBGOAL_STATUS, TASK_STATUS = "/arm_subgoal", "/arm_subgoal_status", "/
 
 
 def is_arm_recording(topics: dict[str, str]) -> bool:
-    """Whether a bag's topics (topic -> type) are an arm's: joint states or a joint trajectory command (reading it
-    says which is missing, if one is)."""
-    return bool({JOINT_STATE, TRAJECTORY} & set(topics.values()))
+    """Whether a bag's topics (topic -> type) are an arm's: a joint trajectory command, or joint states without a
+    base's odometry (reading it says what is missing, if something is)."""
+    types = set(topics.values())
+    return TRAJECTORY in types or (JOINT_STATE in types and "/odom" not in topics)
 
 
 @dataclass
@@ -143,6 +144,8 @@ def read_arm_bag(
     wanted |= {t: POSE for t in object_topics}
     _, raw, notes = read_messages(path, wanted)
     items = [m for m in raw.values() if m]
+    if not items:
+        raise BagError(f"{path}: the arm topics hold no messages ({', '.join(wanted)})")
     t0 = min(m[0][0] for m in items)
     sec = lambda ns: (ns - t0) * 1e-9  # noqa: E731
 
@@ -189,6 +192,12 @@ def read_arm_bag(
     else:
         notes.append("no gripper command topic: the fingers hold their first recorded width")
     rec.calls = _calls(raw, sec, notes)
+    unknown = sorted({c.object for c in rec.calls if c.object is not None and c.object not in object_topics.values()})
+    if unknown:
+        raise BagError(
+            f"{path}: skill calls move {unknown}, which scene {scene.name!r} does not have (its objects: "
+            f"{', '.join(object_topics.values())}): the run's scene? give it with --scene"
+        )
     rec.task_status = [(sec(s), m.data) for s, m in raw.get(TASK_STATUS, [])]
     for topic, name in object_topics.items():
         poses = [(sec(s), (m.pose.position.x, m.pose.position.y, m.pose.position.z)) for s, m in raw.get(topic, [])]

@@ -155,3 +155,14 @@ def test_joint_states_missing_an_arm_joint_are_refused_naming_it(tmp_path, capsy
     bag = write_bag(tmp_path / "prefixed", [*prefixed, (T0 + 2, *messages[-1][1:3], traj)])
     rec = read_arm_bag(bag, load_arm("panda"), load_scene("blocks"), joint_prefix="fr_")
     assert rec.joints.shape == (5, 7) and len(rec.trajectories) == 1
+
+
+def test_calls_moving_an_object_the_scene_lacks_are_refused_naming_the_scene(tmp_path):
+    messages = [(T0 + k * 10**7, "/joint_states", "sensor_msgs/msg/JointState", joint_state(ARM, T0)) for k in range(5)]
+    messages.append((T0 + 2, "/panda_arm_controller/joint_trajectory", "trajectory_msgs/msg/JointTrajectory",
+                     trajectory(ARM)))  # fmt: skip
+    call = SkillCall("c", "pick_place", (0.0, 0.0, 0.1), "mug", 0.02, 50)
+    messages.append((T0 + 3, "/arm_subgoal", "std_msgs/msg/String", String(data=call.to_json())))
+    bag = write_bag(tmp_path / "mug", sorted(messages, key=lambda m: m[0]))
+    with pytest.raises(BagError, match=r"\['mug'\].*scene 'blocks'.*--scene"):
+        read_arm_bag(bag, load_arm("panda"), load_scene("blocks"))
