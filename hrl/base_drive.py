@@ -119,7 +119,45 @@ def drive(env: Any, commands: CommandTimeline, start: float, steps: int) -> bool
     return touched
 
 
-class SimulatedBase:
+class WallClock:
+    """Control periods kept in wall-clock time, as hardware keeps them (the simulated base here and the simulated
+    arm, ``hrl.ros.sim_arm_node``): every period that has ended since ``t0`` is due (:meth:`catch_up`), so a late
+    call (a loaded machine) does not slow simulated time down. More than ``max_catch_up_steps`` periods due at once:
+    the oldest are dropped (simulated time falls behind, as a stalled driver would) and counted in :attr:`dropped`.
+    """
+
+    def __init__(self, period: float, t0: float, max_catch_up_steps: int) -> None:
+        self.period, self.t0, self.max_catch_up_steps = period, t0, max_catch_up_steps
+        self.steps = 0  # control periods simulated (stepped or dropped) since t0
+        self.dropped = 0  # periods dropped because more than max_catch_up_steps were due at once
+
+    def periods_due(self, now: float) -> int:
+        """Control periods due at ``now`` and not simulated yet (rounded: a call a little early or late
+        still counts as its own period)."""
+        return round((now - self.t0) / self.period) - self.steps
+
+    def catch_up(self, now: float) -> tuple[list[int], int, int]:
+        """The periods to simulate at ``now`` (their numbers k: period k starts at ``t0 + k * period``), and how
+        many were due and dropped; they count as simulated from here on."""
+        due = self.periods_due(now)
+        if due <= 0:
+            return [], 0, 0
+        dropped = max(0, due - self.max_catch_up_steps)
+        periods = list(range(self.steps + dropped, self.steps + due))
+        self.steps += due
+        self.dropped += dropped
+        return periods, due, dropped
+
+    def lag_warning(self, due: int, dropped: int) -> str:
+        """What to log when :meth:`catch_up` dropped periods."""
+        return (
+            f"{due} control periods due at once (the machine is too slow for {1 / self.period:g} Hz): stepped "
+            f"{due - dropped} (max_catch_up_steps), dropped {dropped}; simulated time is now "
+            f"{self.dropped * self.period:.2f} s behind wall-clock time"
+        )
+
+
+class SimulatedBase(WallClock):
     """A simulated base keeping wall-clock time like hardware, without ROS: commands go in with their
     arrival times (:meth:`command`), and :meth:`advance` simulates every control period that has ended
     since ``t0``, so a late call (a loaded machine) does not slow simulated time down. More than
@@ -148,30 +186,16 @@ class SimulatedBase:
         self.env = env
         self.physics = env.unwrapped.physics
         self.physics_steps = physics_steps_per_period(control_hz)
-        self.period = self.physics_steps * PHYSICS_DT
-        self.t0 = t0
+        super().__init__(self.physics_steps * PHYSICS_DT, t0, max_catch_up_steps)
         self.commands = CommandTimeline(cmd_timeout_s, latency_s)
-        self.max_catch_up_steps = max_catch_up_steps
-        self.steps = 0  # control periods simulated (stepped or dropped) since t0
-        self.dropped = 0  # periods dropped because more than max_catch_up_steps were due at once
 
     def command(self, t: float, v: float, w: float) -> None:
         """A command that arrived at ``t`` (the clock of ``t0``)."""
         self.commands.add(t, v, w)
 
-    def periods_due(self, now: float) -> int:
-        """Control periods due at ``now`` and not simulated yet (rounded: a call a little early or late
-        still counts as its own period)."""
-        return round((now - self.t0) / self.period) - self.steps
-
     def advance(self, now: float) -> tuple[int, int]:
         """Simulate the periods due at ``now``; returns (periods due, of them dropped)."""
-        due = self.periods_due(now)
-        if due <= 0:
-            return 0, 0
-        dropped = max(0, due - self.max_catch_up_steps)
-        self.dropped += dropped
-        for k in range(self.steps + dropped, self.steps + due):
+        periods, due, dropped = self.catch_up(now)
+        for k in periods:
             drive(self.env, self.commands, self.t0 + k * self.period, self.physics_steps)
-        self.steps += due
         return due, dropped

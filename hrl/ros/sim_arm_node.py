@@ -49,8 +49,10 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
+from hrl.base_drive import WallClock
 from hrl.ros import qos
 from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic, whole_number
+from hrl.ros.sim_clock import received_at, take_pending
 from robots.kinematics import solve_ik
 
 #: Largest camera image (pixels a side): MuJoCo's offscreen buffer of the tabletop (sim/tabletop/mujoco.py).
@@ -284,10 +286,9 @@ class SimArmNode(Node):
             self.publish_images()  # the first render makes the renderers (~1 s of EGL set-up), not a late tick
         self.camera_timer = self.create_timer(1.0 / p["camera_hz"], self.publish_images) if self.cameras else None
         self.timer = self.create_timer(self.period, self.on_tick)
-        self.t0 = time.monotonic()  # simulated time starts with the first tick (on_tick), not at start-up
+        # simulated time starts with the first tick (on_tick), not at start-up
+        self.clock = WallClock(self.period, time.monotonic(), p["max_catch_up_steps"])
         self.started = False
-        self.steps = 0  # control periods simulated (stepped or dropped) since t0
-        self.dropped = 0  # periods dropped because more than max_catch_up_steps were due at once
         self.publish_state()
         self.get_logger().info(
             f"simulated {arm.name} in scene {scene.name!r} ({p['backend']}, layout seed {p['layout_seed']}) at "
@@ -295,13 +296,6 @@ class SimArmNode(Node):
         )
 
     # ---- commands in ----------------------------------------------------------------------------------
-    def received_at(self, info: Any) -> float:
-        """When DDS received a message, on this node's monotonic clock (as a driver would take it, not when
-        the executor got round to the callback); rmw implementations without the time report 0: now."""
-        now = time.monotonic()
-        received_ns = info["received_timestamp"]
-        return now - max(0.0, time.time() - received_ns * 1e-9) if received_ns else now
-
     def command(self, received: float, kind: str, payload: Any) -> None:
         heapq.heappush(self.pending, (received + self.p["latency_s"], next(self._order), kind, payload))
 
@@ -315,7 +309,7 @@ class SimArmNode(Node):
             self.get_logger().error(text, throttle_duration_sec=5.0)
 
     def on_trajectory(self, msg: JointTrajectory, info: Any) -> None:
-        received = self.received_at(info)
+        received = received_at(info)
         points = [(list(pt.positions), list(pt.velocities), _seconds(pt.time_from_start)) for pt in msg.points]
         try:
             times, positions = parse_trajectory(msg.joint_names, points, self.arm_joints)
@@ -332,7 +326,7 @@ class SimArmNode(Node):
         self.command(received, "trajectory", (start + self.p["latency_s"], times, positions))
 
     def on_twist(self, msg: TwistStamped, info: Any) -> None:
-        received = self.received_at(info)
+        received = received_at(info)
         frame = msg.header.frame_id
         if frame not in ("", self.p["base_frame"], self.p["world_frame"]):
             return self.refuse(
@@ -351,7 +345,7 @@ class SimArmNode(Node):
         self.command(received, "twist", np.array(values[:3]))
 
     def on_gripper(self, msg: Float64MultiArray, info: Any) -> None:
-        received = self.received_at(info)
+        received = received_at(info)
         data = list(msg.data)
         if len(data) != 2 or not all(map(math.isfinite, data)):
             return self.refuse("gripper command", f"data {data} must be 2 finite finger positions [w/2, w/2] (m)")
@@ -365,14 +359,9 @@ class SimArmNode(Node):
 
     def take_pending_commands(self) -> None:
         """Hand the callbacks every message DDS holds for this node but the executor has not called back yet
-        (the executor runs a ready timer before a ready subscription; see ``SimRobotNode``)."""
+        (:func:`hrl.ros.sim_clock.take_pending`)."""
         for sub, callback in self.subs:
-            while True:
-                with sub.handle:
-                    taken = sub.handle.take_message(sub.msg_type, sub.raw)
-                if taken is None:
-                    break
-                callback(*taken)
+            take_pending(sub, callback)
 
     # ---- simulation -----------------------------------------------------------------------------------
     def apply_commands(self, t: float) -> None:
@@ -415,25 +404,23 @@ class SimArmNode(Node):
         over = float((np.abs(q_new - q) / self.max_joint_step).max())
         return q + (q_new - q) / over if over > 1.0 else q_new
 
+    @property
+    def t0(self) -> float:
+        """When simulated time started (monotonic clock)."""
+        return self.clock.t0
+
     def on_tick(self) -> None:
         now = time.monotonic()
         if not self.started:  # the executor's start-up is not a stalled driver
-            self.t0, self.started = now - self.period, True
-        due = round((now - self.t0) / self.period) - self.steps  # a tick a little early or late is its own period
-        if due <= 0:
+            self.clock.t0, self.started = now - self.period, True
+        if self.clock.periods_due(now) <= 0:
             return
         self.take_pending_commands()
-        dropped = max(0, due - self.p["max_catch_up_steps"])
-        for k in range(self.steps + dropped, self.steps + due):
-            self.step_period(self.t0 + (k + 1) * self.period)
-        self.steps, self.dropped = self.steps + due, self.dropped + dropped
+        periods, due, dropped = self.clock.catch_up(now)
+        for k in periods:
+            self.step_period(self.clock.t0 + (k + 1) * self.period)
         if dropped:
-            self.get_logger().warning(
-                f"{due} control periods due at once (the machine is too slow for {self.p['control_hz']:g} Hz): "
-                f"stepped {due - dropped} (max_catch_up_steps), dropped {dropped}; simulated time is now "
-                f"{self.dropped * self.period:.2f} s behind wall-clock time",
-                throttle_duration_sec=5.0,
-            )
+            self.get_logger().warning(self.clock.lag_warning(due, dropped), throttle_duration_sec=5.0)
         self.publish_state()
 
     # ---- state out ------------------------------------------------------------------------------------

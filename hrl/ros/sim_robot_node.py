@@ -31,6 +31,7 @@ from sensor_msgs.msg import LaserScan
 from hrl.base_drive import SimulatedBase, make_base_env
 from hrl.ros import qos
 from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic, whole_number
+from hrl.ros.sim_clock import received_at, take_pending
 
 
 def _at_least_one(value: Any) -> str | None:
@@ -106,28 +107,12 @@ class SimRobotNode(Node):
         self.get_logger().info(f"simulated {p['robot']} in {p['map']!r} at {p['control_hz']} Hz")
 
     def on_cmd(self, msg: Any, info: Any) -> None:
-        now = time.monotonic()
-        # when DDS received it (system clock), as a base would, not when the executor got round to this
-        # callback (late on a loaded machine); rmw implementations without it report 0
-        received_ns = info["received_timestamp"]
-        t = now - max(0.0, time.time() - received_ns * 1e-9) if received_ns else now
-        self.base.command(t, float(msg.linear.x), float(msg.angular.z))
+        self.base.command(received_at(info), float(msg.linear.x), float(msg.angular.z))
 
     def take_pending_commands(self) -> None:
-        """Hand the base every /cmd_vel DDS holds for this node but the executor has not called back yet.
-
-        The executor runs a ready timer before a ready subscription, so on a loaded machine a command
-        received inside the period about to be simulated can still be waiting: simulated without it, the
-        robot would apply it up to a period late while the recording says it arrived in time. rclpy has no public
-        'take', so this does what the executor does with a ready subscription.
-        """
-        sub = self.cmd_sub
-        while True:
-            with sub.handle:
-                taken = sub.handle.take_message(sub.msg_type, sub.raw)
-            if taken is None:
-                return
-            self.on_cmd(*taken)
+        """Hand the base every /cmd_vel DDS holds for this node but the executor has not called back yet
+        (:func:`hrl.ros.sim_clock.take_pending`)."""
+        take_pending(self.cmd_sub, self.on_cmd)
 
     def on_tick(self) -> None:
         now = time.monotonic()
@@ -136,12 +121,7 @@ class SimRobotNode(Node):
         self.take_pending_commands()
         due, dropped = self.base.advance(now)
         if dropped:
-            self.get_logger().warning(
-                f"{due} control periods due at once (the machine is too slow for {self.p['control_hz']} Hz): "
-                f"stepped {due - dropped} (max_catch_up_steps), dropped {dropped}; simulated time is now "
-                f"{self.base.dropped * self.base.period:.2f} s behind wall-clock time",
-                throttle_duration_sec=5.0,
-            )
+            self.get_logger().warning(self.base.lag_warning(due, dropped), throttle_duration_sec=5.0)
         self.publish_state()
 
     def publish_state(self) -> None:
