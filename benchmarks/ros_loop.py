@@ -16,13 +16,12 @@ The arm (issue 18), in the same run: ``sim_arm_node`` (MuJoCo, cameras off) publ
 JointTrajectory per controller cycle; ``trajectory_hz`` 200: two points each, from which the measured position the
 command started from is recovered exactly, ``2 p1 - p2``), sent back and forth between two TCP goals on /tcp_goal.
 This process listens: the **command latency** of a trajectory is its DDS receive time minus that of the
-/joint_states message it was computed from (matched by position), both taken here. The node's loop runs on its
-own 10 ms deadlines, not on the arrival of /joint_states, so this latency holds the age of the state when the node
-sampled it (0 to one period: the two loops' phase) plus the node's compute and two DDS hops. The phase-free
-figure is the **command interval** (between successive commands within a skill call; 10 ms when on time). A
-**missed cycle** is a controller period within a skill call with no command
-(intervals between commands rounded to periods, minus one). Target (issue 18): p99 <= 5 ms and no missed cycle
-at 100 Hz over 60 s.
+/joint_states message it was computed from (matched by position), both taken here (``hrl.ros.sim_clock``). The
+node's loop runs on its own 10 ms deadlines, not on the arrival of /joint_states, so this latency holds the age of
+the state when the node sampled it (0 to one period: the two loops' phase) plus the node's compute and two DDS
+hops. The phase-free figure is the **command interval** (between successive commands within a skill call; 10 ms
+when on time). A **missed cycle** is a controller period within a skill call with no command (intervals between
+commands rounded to periods, minus one). Target (issue 18): p99 <= 5 ms and no missed cycle at 100 Hz over 60 s.
 
     python benchmarks/ros_loop.py [--quick] [--no-record] [--seconds 60] [--no-rover | --no-arm]
 """
@@ -228,6 +227,7 @@ def run_arm(seconds: float, domain: int, log_dir: Path) -> dict:
     from trajectory_msgs.msg import JointTrajectory
 
     from hrl.ros.runner import NodeProcesses, spin_until
+    from hrl.ros.sim_clock import received_at
     from robots.arm import load_arm
 
     os.environ.update(ROS_DOMAIN_ID=str(domain), ROS_LOCALHOST_ONLY="1")
@@ -243,24 +243,23 @@ def run_arm(seconds: float, domain: int, log_dir: Path) -> dict:
     states: list[tuple[float, np.ndarray]] = []
     commands: list[tuple[float, np.ndarray]] = []
     call_ends: list[float] = []
-    received = lambda info: info["received_timestamp"] * 1e-9 or time.time()  # noqa: E731 (DDS receive, wall clock)
 
     def on_state(msg: JointState, info: dict) -> None:
         if measuring["on"]:
             where = {n: i for i, n in enumerate(msg.name)}
-            states.append((received(info), np.array([msg.position[where[n]] for n in arm_joints])))
+            states.append((received_at(info), np.array([msg.position[where[n]] for n in arm_joints])))
 
     def on_trajectory(msg: JointTrajectory, info: dict) -> None:
         if measuring["on"] and len(msg.points) >= 2:
             order = [list(msg.joint_names).index(n) for n in arm_joints]
-            commands.append((received(info), arm_command_start(msg.points)[order]))
+            commands.append((received_at(info), arm_command_start(msg.points)[order]))
 
     statuses: list[str] = []
 
     def on_status(msg: String, info: dict) -> None:
         statuses.append(msg.data)
         if measuring["on"]:
-            call_ends.append(received(info))
+            call_ends.append(received_at(info))
         send_goal()
 
     goals = itertools.cycle(ARM_GOALS)
