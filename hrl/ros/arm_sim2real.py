@@ -187,8 +187,13 @@ def read_arm_bag(
     rec = ArmRecording(path, np.array(jt), np.array(jq), np.array(wt), np.array(ww), trajectories, warnings=notes)
     if gripper_topic:
         grips = [(sec(s), sum(m.data)) for s, m in raw.get(gripper_topic, []) if len(m.data) == 2]
-        rec.gripper_t, rec.gripper = (np.array(v, dtype=float) for v in zip(*grips, strict=True)) if grips else (
-            np.zeros(0), np.zeros(0))  # fmt: skip
+        if len(grips) < len(raw.get(gripper_topic, [])):
+            skipped = len(raw[gripper_topic]) - len(grips)
+            notes.append(
+                f"{gripper_topic}: {skipped} command(s) without two finger positions skipped (the arm refuses them)"
+            )
+        rec.gripper_t = np.array([t for t, _ in grips], dtype=float)
+        rec.gripper = np.array([w for _, w in grips], dtype=float)  # the width: the two finger positions summed
     else:
         notes.append("no gripper command topic: the fingers hold their first recorded width")
     rec.calls = _calls(raw, sec, notes)
