@@ -17,6 +17,16 @@ simulated one behind the same topics):
   so the time the skill spends computing is taken out of the wait and the loop keeps its rate).
 - ``reset()`` does not move a robot (nothing can place the objects of a real table): it waits for fresh state.
 - ``read_only=True``: a mirror of the robot (the planner's view), whose ``step()`` raises.
+- cameras (``cameras={"front": (image_topic, depth_topic)}``; none by default): ``sensor_msgs/Image`` with the
+  sensor-data QoS by default; ``render(camera, width, height, depth)`` answers from the latest message of the
+  camera's image topic (rgb8, bgr8) or depth topic (32FC1 in metres, 16UC1 in millimetres; REP 118's invalid
+  readings, 0 mm or NaN / inf, stay NaN / inf), resized to the asked size: RGB by area averaging (each output pixel
+  the mean of the input pixels it covers, as ``cv2.INTER_AREA``), depth by the nearest pixel (averaging would
+  invent depths between an edge's near and far sides). So ``env.camera_image``, and the planners that look
+  (``vla``, ``vlm_http``), work on the robot unchanged. A camera image says nothing of where the camera is: the
+  planners lift pixels through the camera's *nominal* model (``sim.tabletop.physics.CAMERAS``), so the robot's
+  camera must be mounted and calibrated to it. No image yet, one older than ``image_timeout_s``, an unsupported
+  encoding or a picture of another aspect ratio than the one asked: :class:`CameraError` naming the topic.
 
 Threads: the node's executor spins on one thread (the subscriptions update the state under a lock) while the skill
 loop calls ``step()`` on another; publishing is serialised with the e-stop's immediate hold and the final hold.
@@ -28,11 +38,12 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -54,6 +65,13 @@ COMMAND_INTERFACES = ("trajectory", "twist")
 #: Object poses kept per object (for the finite-difference velocities).
 POSE_HISTORY = 32
 _NAN3 = np.full(3, math.nan)
+#: Encodings ``render`` decodes: colour (channels in the order of the name) and depth (to metres).
+RGB_ENCODINGS = {"rgb8": (0, 1, 2), "bgr8": (2, 1, 0)}
+DEPTH_ENCODINGS = {"32FC1": ("f4", 1.0), "16UC1": ("u2", 1e-3)}
+
+
+class CameraError(RuntimeError):
+    """A camera image that cannot be served (none yet, stale, an unsupported encoding or shape): names the topic."""
 
 
 class RosArmPhysics:
@@ -71,6 +89,10 @@ class RosArmPhysics:
         command_interface: ``trajectory`` (JointTrajectory) or ``twist`` (TwistStamped to a servo node).
         trajectory_hz: points per second of a published trajectory.
         twist_frame: ``header.frame_id`` of the twists (the arm's base frame).
+        cameras: camera name (of ``sim.tabletop.physics.CAMERAS``) -> (image topic, depth topic or "" for none),
+            the cameras ``render`` serves; none by default.
+        camera_qos: QoS profile name of the image subscriptions.
+        image_timeout_s: an image older than this (s since it arrived) is refused as stale.
     """
 
     def __init__(
@@ -98,6 +120,9 @@ class RosArmPhysics:
         twist_frame: str = "panda_link0",
         gripper_topic: str = "/panda_hand_controller/commands",
         gripper_qos: str = "reliable",
+        cameras: Mapping[str, tuple[str, str]] | None = None,
+        camera_qos: str = "sensor_data",
+        image_timeout_s: float = 1.0,
     ) -> None:
         if not (isinstance(period, (int, float)) and math.isfinite(period) and period > 0):
             raise ValueError(f"period must be a finite number of seconds > 0, got {period!r}")
@@ -107,6 +132,10 @@ class RosArmPhysics:
             )
         if not (math.isfinite(trajectory_hz) and trajectory_hz > 0):
             raise ValueError(f"trajectory_hz must be a finite number > 0, got {trajectory_hz!r}")
+        if not (isinstance(image_timeout_s, (int, float)) and math.isfinite(image_timeout_s) and image_timeout_s > 0):
+            raise ValueError(f"image_timeout_s must be a finite number of seconds > 0, got {image_timeout_s!r}")
+        self.cameras = _check_cameras(cameras or {})
+        self.image_timeout_s = float(image_timeout_s)
         self.node, self.scene, self.arm = node, scene, arm
         self.period, self.read_only = float(period), read_only
         self.substeps = max(1, round(self.period / PHYSICS_DT))  # the protocol's; the env checks it against its rate
@@ -143,6 +172,7 @@ class RosArmPhysics:
         }
         self._indices: dict[tuple[str, ...], tuple[list[int] | None, list[int] | None, str | None]] = {}
         self._velocity_from_differences = False
+        self._images: dict[str, tuple[float, Any]] = {}  # topic -> (time.monotonic() it arrived, the Image)
         self.object_topics = {o.name: f"{object_topic_prefix.rstrip('/')}/{o.name}/pose" for o in scene.objects}
         # -- commands (the skill's thread, the e-stop callback and shutdown) --
         self._command_lock = threading.Lock()
@@ -160,6 +190,10 @@ class RosArmPhysics:
                     node, PoseStamped, t, lambda m, n=name: self._on_object_pose(n, m), object_qos, "object_qos"
                 )
                 for name, t in self.object_topics.items()
+            ),
+            *(
+                qos.subscribe(node, Image, t, lambda m, t=t: self._on_image(t, m), camera_qos, "camera_qos")
+                for t in dict.fromkeys(t for pair in self.cameras.values() for t in pair if t)
             ),
         ]
         self._publishers: list[Any] = []
@@ -263,6 +297,11 @@ class RosArmPhysics:
             history.append((t, position, quaternion / norm))
             self._state.notify_all()
 
+    def _on_image(self, topic: str, msg: Any) -> None:
+        with self._state:
+            self._images[topic] = (time.monotonic(), msg)  # decoded when rendered: most images are never used
+            self._state.notify_all()
+
     # ---- TabletopPhysics: reading ---------------------------------------------------------------------
     def joints(self) -> tuple[np.ndarray, np.ndarray]:
         """The last usable arm joint positions and velocities (7,), (7,) (NaN before the first)."""
@@ -327,8 +366,27 @@ class RosArmPhysics:
     def wait_for_state(self, timeout_s: float, objects: bool = True) -> bool:
         """Wait until fresh, usable joint states (and, with ``objects``, two poses of every scene object) are in;
         False after ``timeout_s``. Needs the node spun by another thread."""
+        return self._wait(lambda: self.missing(objects), timeout_s)
+
+    def missing_images(self, cameras: Sequence[str], depth: bool = True) -> str:
+        """Which images of ``cameras`` (with ``depth``, their depth images too) :meth:`render` would refuse now,
+        and why ("" when none)."""
+        out = []
+        for camera in cameras:
+            for d in (False, True) if depth else (False,):
+                try:
+                    self._latest(camera, d)
+                except CameraError as err:
+                    out.append(str(err))
+        return "; ".join(out)
+
+    def wait_for_images(self, cameras: Sequence[str], timeout_s: float, depth: bool = True) -> bool:
+        """Wait until :meth:`missing_images` is empty; False after ``timeout_s``. Needs the node spun elsewhere."""
+        return self._wait(lambda: self.missing_images(cameras, depth), timeout_s)
+
+    def _wait(self, missing: Callable[[], str], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
-        while self.missing(objects):
+        while missing():
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
@@ -477,10 +535,47 @@ class RosArmPhysics:
         raise self._unsupported("changing the light")
 
     def render(self, camera: str, width: int, height: int, depth: bool = False) -> np.ndarray:
-        raise RuntimeError(
-            "RosArmPhysics does not subscribe camera images: image observations (cameras=...) and render() need a "
-            "simulator backend (mujoco, pybullet); the ROS backend serves joint states and object poses only"
-        )
+        """The camera's latest image at ``width`` x ``height``: RGB (h, w, 3) uint8, or with ``depth`` metres
+        (h, w) float32 (see the module docstring); :class:`CameraError` naming the topic when it cannot."""
+        for what, n in (("width", width), ("height", height)):
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+                raise ValueError(f"render: {what} must be a whole number of pixels >= 1, got {n!r}")
+        topic, msg = self._latest(camera, depth)
+        pixels = decode_image(msg, topic, depth)
+        h, w = pixels.shape[:2]
+        if abs(w * height - h * width) > 0.01 * h * width:
+            raise CameraError(
+                f"{topic}: a {w}x{h} image cannot be served at {width}x{height} without distorting it (aspect ratio "
+                f"{w / h:.3f}, asked {width / height:.3f}); crop it to that aspect before this node (image_proc's "
+                "crop_decimate), keeping the optical centre in the middle"
+            )
+        if depth:
+            return pixels[_nearest_rows(h, height)][:, _nearest_rows(w, width)]
+        return np.clip(np.rint(resize_area(pixels.astype(np.float32), height, width)), 0, 255).astype(np.uint8)
+
+    def _latest(self, camera: str, depth: bool) -> tuple[str, Any]:
+        """The topic and the latest usable message of ``camera``'s image (``depth``: its depth image)."""
+        if camera not in self.cameras:
+            subscribed = ", ".join(self.cameras) or "none"
+            raise CameraError(
+                f"this RosArmPhysics does not subscribe camera images of {camera!r} (cameras subscribed: {subscribed});"
+                " give it cameras={camera: (image topic, depth topic)}: arm_planner_node subscribes the cameras its "
+                "planner looks through"
+            )
+        topic = self.cameras[camera][1 if depth else 0]
+        if not topic:
+            raise CameraError(f"camera {camera!r} has no depth topic (cameras={{{camera!r}: (image, '')}})")
+        with self._state:
+            arrived = self._images.get(topic)
+        if arrived is None:
+            raise CameraError(f"no image on {topic} yet (is the camera driver publishing there? camera {camera!r})")
+        age = time.monotonic() - arrived[0]
+        if age > self.image_timeout_s:
+            raise CameraError(
+                f"the last image on {topic} arrived {age:.2f} s ago (image_timeout_s = {self.image_timeout_s:g} s): "
+                "the camera stalled or stopped"
+            )
+        return topic, arrived[1]
 
     def close(self) -> None:
         for sub in self._subscriptions:
@@ -488,6 +583,78 @@ class RosArmPhysics:
         for pub in self._publishers:
             self.node.destroy_publisher(pub)
         self._subscriptions, self._publishers = [], []
+
+
+def _check_cameras(cameras: Mapping[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    from sim.tabletop.physics import CAMERAS
+
+    out = {}
+    for camera, pair in cameras.items():
+        if camera not in CAMERAS:
+            raise ValueError(f"unknown camera {camera!r}; the tabletop's cameras: {', '.join(CAMERAS)}")
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) and pair[0].startswith("/")
+                and isinstance(pair[1], str) and (pair[1] == "" or pair[1].startswith("/"))):  # fmt: skip
+            raise ValueError(
+                f"camera {camera!r}: {pair!r} must be (image topic, depth topic or ''), topics starting with '/'"
+            )
+        out[camera] = pair
+    return out
+
+
+def decode_image(msg: Any, topic: str, depth: bool) -> np.ndarray:
+    """A ``sensor_msgs/Image`` as RGB (h, w, 3) uint8 or, with ``depth``, metres (h, w) float32 (16UC1: mm, 0 = no
+    reading -> NaN); :class:`CameraError` naming the topic for an unsupported encoding or inconsistent sizes."""
+    encodings = DEPTH_ENCODINGS if depth else RGB_ENCODINGS
+    if msg.encoding not in encodings:
+        kind = "depth" if depth else "colour"
+        raise CameraError(
+            f"{topic}: encoding {msg.encoding!r} is not a supported {kind} encoding; publish one of "
+            f"{', '.join(encodings)}"
+        )
+    h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    if depth:
+        code, scale = DEPTH_ENCODINGS[msg.encoding]
+        dtype, channels = np.dtype(code).newbyteorder(">" if msg.is_bigendian else "<"), 1
+    else:
+        dtype, channels = np.dtype(np.uint8), 3
+    row = w * channels * dtype.itemsize
+    data = bytes(msg.data)
+    if h < 1 or w < 1 or step < row or len(data) < step * h:
+        raise CameraError(
+            f"{topic}: a {w}x{h} {msg.encoding} image needs step >= {row} and {row}*{h} bytes; got step {step} and "
+            f"{len(data)} bytes"
+        )
+    rows = np.frombuffer(data, np.uint8, count=step * h).reshape(h, step)[:, :row]
+    pixels = np.ascontiguousarray(rows).view(dtype).reshape(h, w, channels)
+    if not depth:
+        return pixels[:, :, list(RGB_ENCODINGS[msg.encoding])]
+    metres = pixels[:, :, 0].astype(np.float32)
+    if msg.encoding == "16UC1":
+        metres[metres == 0] = np.nan
+        metres *= scale
+    return metres
+
+
+def _nearest_rows(n_in: int, n_out: int) -> np.ndarray:
+    """The input index of each output pixel's centre (nearest-pixel resizing of ``n_in`` to ``n_out``)."""
+    return np.minimum(((np.arange(n_out) + 0.5) * n_in / n_out).astype(int), n_in - 1)
+
+
+def _area_weights(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in): how much of each input pixel each output pixel covers, rows summing to 1."""
+    edges = np.arange(n_out + 1) * n_in / n_out
+    lo, hi = edges[:-1, None], edges[1:, None]
+    cells = np.arange(n_in)[None, :]
+    overlap = np.clip(np.minimum(hi, cells + 1) - np.maximum(lo, cells), 0.0, None)
+    return overlap / overlap.sum(axis=1, keepdims=True)
+
+
+def resize_area(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """``image`` (h, w, c) resized by area averaging (equal sizes: unchanged)."""
+    h, w = image.shape[:2]
+    if (h, w) == (height, width):
+        return image
+    return np.einsum("ih,hwc,jw->ijc", _area_weights(h, height), image, _area_weights(w, width), optimize=True)
 
 
 def _angular_velocity(q0: np.ndarray, q1: np.ndarray, dt: float) -> np.ndarray:

@@ -11,6 +11,12 @@ failed call makes the agent replan with feedback (at most ``max_replans`` times)
 knows of the scene comes from ``/joint_states`` and the object poses (``/objects/<name>/pose``) through a
 read-only :class:`hrl.ros.arm_physics.RosArmPhysics`.
 
+Planners that look (:data:`VISION_PLANNERS`: ``vla``, ``vlm_http``) see the camera through the same mirror: it
+subscribes ``sensor_msgs/Image`` on ``<camera>_image_topic`` (and, for ``vla``, ``<camera>_depth_topic``) of the
+cameras the planner looks through, and ``env.camera_image`` serves the latest images at the size the planner asks
+(``RosArmPhysics.render``). A task waits for them as for the joint states; a missing or stale image
+(``image_timeout_s``) or an unsupported encoding fails the task naming the topic.
+
 ``/task_status`` (std_msgs/String) says ``planning: <task>``, ``executing: <subgoal> (<skill call>)`` for every
 skill call, ``cancelled: <task>: superseded by <new task>`` and ends each task with ``done`` or ``failed: why``
 (as the rover's planner node, :func:`hrl.ros.planner_node.is_final`); ``/plan`` (latched) holds the labels of the
@@ -36,27 +42,31 @@ from hrl.ros import qos
 from hrl.ros.arm_messages import MessageError, SkillCall, SkillStatus
 from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic, whole_number
 from hrl.ros.planner_node import PlanWorker, _file_or_empty
+from sim.tabletop.physics import CAMERAS
 
 
 def _positive_int(value: Any) -> str | None:
     return None if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else "must be an integer >= 1"
 
 
-#: How long a task waits for the first joint states and object poses (s).
+#: How long a task waits for the first joint states and object poses (and camera images) (s).
 STATE_WAIT_S = 10.0
+#: The planners that look through cameras (their ``camera`` or ``cameras``), and whether they need depth images.
+VISION_PLANNERS = {"vla": True, "vlm_http": False}
 
 PARAMS = [
     Param("scene", "blocks", "tabletop scene (sim/scenes name or a .yaml path): its objects and places", non_empty),
     Param(
         "planner",
         "symbolic",
-        "a registered planner that plans for the tabletop (symbolic, flat, llm_goals, saycan)",
+        "a registered planner that plans for the tabletop (symbolic, flat, llm_goals, saycan; vla and vlm_http "
+        "look through the camera topics)",
         non_empty,
     ),
     Param(
         "planner_params_file",
         "",
-        "YAML of planner parameters (the params of configs/planner/<name>.yaml)",
+        "YAML of planner parameters (the params of configs/planner/<name>.yaml; vla: model: <model.pt>)",
         _file_or_empty,
     ),
     Param("max_replans", 3, "replans per task after failed subgoals", whole_number),
@@ -78,6 +88,23 @@ PARAMS = [
     Param(
         "object_topic_prefix", "/objects", "object poses in: <prefix>/<name>/pose (geometry_msgs/PoseStamped)", topic
     ),
+    *(
+        Param(
+            f"{camera}_{kind}_topic",
+            f"/camera/{camera}/{suffix}",
+            f"sensor_msgs/Image in: the {camera} camera's {what}; subscribed only for a planner that looks "
+            f"through it ({', '.join(VISION_PLANNERS)})",
+            topic,
+        )
+        for camera in CAMERAS
+        for kind, suffix, what in (
+            ("image", "image_raw", "colour image (rgb8 | bgr8)"),
+            ("depth", "depth/image_raw", "depth image registered to it (32FC1 m | 16UC1 mm; vla)"),
+        )
+    ),
+    Param(
+        "image_timeout_s", 1.0, "a camera image older than this (s since it arrived) is stale: not planned on", positive
+    ),
     qos.qos_param("task_qos", "reliable", "/task in"),
     qos.qos_param("task_status_qos", "reliable", "/task_status out"),
     qos.qos_param("plan_qos", "latched", "/plan out"),
@@ -85,6 +112,7 @@ PARAMS = [
     qos.qos_param("subgoal_status_qos", "reliable", "/arm_subgoal_status in"),
     qos.qos_param("joint_states_qos", "sensor_data", "/joint_states in"),
     qos.qos_param("object_qos", "sensor_data", "object poses in"),
+    qos.qos_param("camera_qos", "sensor_data", "camera images in"),
 ]
 
 
@@ -154,6 +182,12 @@ class ArmPlannerNode(Node):
             self.planner = build_planner(p["planner"], dict(params or {}), None)  # type: ignore[arg-type]
         except (ValueError, FileNotFoundError) as err:
             raise ParameterError(str(err)) from None
+        # the cameras the planner looks through (none for those that read the scene's symbols)
+        looks = p["planner"] in VISION_PLANNERS
+        self.cameras: tuple[str, ...] = (
+            tuple(getattr(self.planner, "cameras", None) or (self.planner.camera,)) if looks else ()
+        )
+        self.needs_depth = looks and VISION_PLANNERS[p["planner"]]
         skills = {name: RemoteSkill(self, name) for name in [*SKILLS, *SCRIPTED]}
         self.agent = Agent(
             TabletopDomain(skills=skills),  # type: ignore[arg-type]
@@ -178,6 +212,11 @@ class ArmPlannerNode(Node):
             f"planner {p['planner']!r} on scene {self.scene.name!r} ({', '.join(o.name for o in self.scene.objects)}); "
             f"skill calls on {p['subgoal_topic']}"
         )
+        physics = self.env.unwrapped.physics
+        for camera in self.cameras:
+            image, depth = physics.cameras[camera]
+            also = f" and {depth}" if depth else ""
+            self.get_logger().info(f"it looks through the {camera} camera: {image}{also}")
 
     def _mirror_env(self) -> Any:
         """The agent's view of the robot: the tabletop env over a read-only ROS physics (nothing moves through
@@ -198,6 +237,11 @@ class ArmPlannerNode(Node):
             object_topic_prefix=p["object_topic_prefix"],
             object_qos=p["object_qos"],
             world_frame=p["world_frame"],
+            cameras={
+                c: (p[f"{c}_image_topic"], p[f"{c}_depth_topic"] if self.needs_depth else "") for c in self.cameras
+            },
+            camera_qos=p["camera_qos"],
+            image_timeout_s=p["image_timeout_s"],
         )
         return make_env(self.scene, backend=physics)
 
@@ -291,6 +335,11 @@ class ArmPlannerNode(Node):
         physics = self.env.unwrapped.physics
         if not physics.wait_for_state(STATE_WAIT_S):
             self.finish(f"failed: no joint states and object poses within {STATE_WAIT_S:.0f} s: {physics.missing()}")
+            return
+        if self.cameras and not physics.wait_for_images(self.cameras, STATE_WAIT_S, depth=self.needs_depth):
+            missing = physics.missing_images(self.cameras, depth=self.needs_depth)
+            self.finish(f"failed: no fresh camera images within {STATE_WAIT_S:.0f} s for planner "
+                        f"{self.p['planner']!r}: {missing}")  # fmt: skip
             return
         self.status_pub.publish(String(data=f"planning: {text}"))
         try:
