@@ -4,6 +4,7 @@
     hrl-vla stage=data split=val episodes=40 seed=1        # unseen phrasings and layouts, for validation
     hrl-vla -m stage=data seed=0,1,2,3 hydra/launcher=joblib   # fan out over the Hydra launchers (joblib, Ray, Slurm)
     hrl-vla stage=bc 'train_data=[a.hdf5,b.hdf5]' 'val_data=[v.hdf5]' steps=3000
+    hrl-vla stage=rl init_model=runs/vla/<bc time>/model.pt rl_steps=60   # RL from execution (hierarchy/vla/rl.py)
     hrl-vla resume=runs/vla/<time>                          # continue a killed training run from its checkpoint
 
 ``stage=bc`` writes ``runs/vla/<time>/``: ``model.pt`` (``planner=vla planner.params.model=<it>``),
@@ -47,17 +48,27 @@ class VLAConfig:
     shift: int = 4
     width: int = 16
     threads: int | None = None
+    # stage=rl
+    init_model: str | None = None
+    rl_steps: int = 60
+    rl_learning_rate: float = 1e-4
+    tasks_per_step: int = 4
+    group: int = 8
+    temperature: float = 1.0
+    executor: str = "kinematic"
     resume: bool = False
 
     def check(self) -> None:
-        if self.stage not in ("data", "bc"):
-            raise ValueError(f"stage must be 'data' or 'bc', got {self.stage!r}")
+        if self.stage not in ("data", "bc", "rl"):
+            raise ValueError(f"stage must be 'data', 'bc' or 'rl', got {self.stage!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
         if self.stage == "data":
             self.data_config().check()
-        else:
+        elif self.stage == "bc":
             self.bc_config().check()
+        else:
+            self.rl_config().check()
 
     def data_config(self):
         from hierarchy.vla.data import DataConfig
@@ -69,6 +80,24 @@ class VLAConfig:
             split=self.split,
             seed=self.seed,
             image_size=self.image_size,
+        )
+
+    def rl_config(self):
+        from hierarchy.vla.rl import RLConfig
+
+        return RLConfig(
+            init_model=self.init_model or "",
+            scenes=tuple(self.scenes),
+            backend=self.backend,
+            steps=self.rl_steps,
+            tasks_per_step=self.tasks_per_step,
+            group=self.group,
+            temperature=self.temperature,
+            learning_rate=self.rl_learning_rate,
+            executor=self.executor,
+            seed=self.seed,
+            save_every=max(1, min(10, self.rl_steps)),
+            resume=self.resume,
         )
 
     def bc_config(self):
@@ -126,11 +155,20 @@ def _run(config: VLAConfig, run_dir: Path) -> int:
                     f"{summary['seconds']:.0f} s -> {out}"
                 )
                 return 0
+            if config.stage == "rl":
+                from hierarchy.vla.rl import train_rl
+
+                rl = train_rl(config.rl_config(), run_dir)
+                print(
+                    f"[hrl-vla] rl done: {rl['steps']} updates in {rl['wall_time_s'] / 60:.1f} min, mean reward "
+                    f"{rl['first_reward']} -> {rl['last_reward']} -> {rl['model']}"
+                )
+                return 0
             from hierarchy.vla.train import train
 
             result = train(config.bc_config(), run_dir)
     except KeyboardInterrupt:
-        if config.stage == "bc":
+        if config.stage in ("bc", "rl"):
             print(f"[hrl-vla] interrupted; continue with: hrl-vla resume={run_dir}", file=sys.stderr)
         raise SystemExit(INTERRUPTED) from None
     except (ValueError, FileNotFoundError) as err:
@@ -150,7 +188,7 @@ def _task(cfg) -> None:
 
 
 def resume(run_dir: Path, overrides: list[str]) -> int:
-    """Continue a training run with its own saved config; only ``steps`` may change."""
+    """Continue a training run with its own saved config; only ``steps`` (``rl_steps``) may change."""
     saved = run_dir / "config.json"
     if not saved.is_file():
         fail(f"resume={run_dir}: {saved} is missing; not an hrl-vla run directory")

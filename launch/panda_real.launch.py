@@ -28,7 +28,9 @@ def generate_launch_description():
             description="trajectory: a joint trajectory controller | twist: a servo node (MoveIt Servo style)",
         ),
         DeclareLaunchArgument(
-            "planner", default_value="symbolic", description="tabletop planner: symbolic | llm_goals | saycan | flat"
+            "planner",
+            default_value="symbolic",
+            description="tabletop planner: symbolic | llm_goals | saycan | flat | vla | vlm_http",
         ),
     ]
     return LaunchDescription(

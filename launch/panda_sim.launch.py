@@ -30,7 +30,9 @@ def generate_launch_description():
             "command_interface", default_value="trajectory", description="arm commands: trajectory | twist"
         ),
         DeclareLaunchArgument(
-            "planner", default_value="symbolic", description="tabletop planner: symbolic | llm_goals | saycan | flat"
+            "planner",
+            default_value="symbolic",
+            description="tabletop planner: symbolic | llm_goals | saycan | flat | vla | vlm_http",
         ),
     ]
     return LaunchDescription(

@@ -96,7 +96,9 @@ class VLANet(nn.Module):
         ``mask`` (B, L) -> pick and place logits (B, S/2, S/2) each, done logit (B,)."""
         b, s = rgb.shape[0], rgb.shape[1]
         x = rgb.permute(0, 3, 1, 2).float() / 255.0 - 0.5
-        d = ((depth.float() - self.cfg.depth_centre) / self.cfg.depth_scale).clamp(-3, 3).unsqueeze(1)
+        # a robot's depth has holes (NaN): read as far away, as the simulators' "nothing hit" is
+        d = torch.nan_to_num((depth.float() - self.cfg.depth_centre) / self.cfg.depth_scale, nan=3.0)
+        d = d.clamp(-3, 3).unsqueeze(1)
         ramp = torch.linspace(-1.0, 1.0, s, device=rgb.device)
         coords = torch.stack(torch.meshgrid(ramp, ramp, indexing="ij")).expand(b, 2, s, s)
         x = torch.cat([x, d, coords], dim=1)

@@ -175,6 +175,8 @@ class VLAPlanner:
         }
         # a place counts by its centre on the table, with the radius widened by half its usual footprint
         spots = {p.name: np.array([*p.center, 0.0]) for p in scene.places}
+        if not np.all(np.isfinite(point)):
+            return _nearest(point, targets, self.place_radius, "place", "block or place")
         best_obj = min(((float(np.linalg.norm(point - v)), k) for k, v in targets.items()), default=(np.inf, ""))
         best_place = min(((float(np.linalg.norm(point - v)), k) for k, v in spots.items()), default=(np.inf, ""))
         if best_obj[0] <= self.place_radius and best_obj[0] <= best_place[0]:
@@ -185,6 +187,8 @@ class VLAPlanner:
 
 
 def _nearest(point: np.ndarray, candidates: dict[str, np.ndarray], radius: float, what: str, kind: str) -> str:
+    if not np.all(np.isfinite(point)):  # a robot's depth image has holes (NaN, or 0 mm read as NaN)
+        raise PlanError(f"vla: the depth image has no reading where it pointed to {what}; nothing can be named there")
     if not candidates:
         raise PlanError(f"vla: nothing to {what} in this scene")
     d, name = min((float(np.linalg.norm(point - v)), k) for k, v in candidates.items())

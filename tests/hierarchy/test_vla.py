@@ -199,7 +199,9 @@ def test_hrl_vla_command_line_refuses_bad_values(tmp_path):
     r = run("stage=bc")
     assert r.returncode == 2 and "train_data is empty" in r.stderr, r.stderr
     r = run("stage=nope")
-    assert r.returncode == 2 and "stage must be 'data' or 'bc'" in r.stderr, r.stderr
+    assert r.returncode == 2 and "stage must be 'data', 'bc' or 'rl'" in r.stderr, r.stderr
+    r = run("stage=rl")
+    assert r.returncode == 2 and "init_model is empty" in r.stderr, r.stderr
     r = subprocess.run(
         [sys.executable, "-m", "hrl.vla", f"resume={tmp_path}/none"], capture_output=True, text=True, timeout=60
     )
@@ -230,3 +232,41 @@ def test_command_line_writes_demonstrations(tmp_path):
     # the generated instructions are the generator's train split, never the test suites'
     test_texts = {t.text for t in load_tabletop_suite("tabletop_language").tasks}
     assert not set(samples.instruction) & test_texts
+
+
+def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantages(trained, tmp_path):
+    from hierarchy.vla.planner import VLAPlanner
+    from hierarchy.vla.rl import RLConfig, log_probs, run_episode, train_rl
+    from hierarchy.vla.train import TextCache
+
+    run, _ = trained
+    planner = VLAPlanner(model=str(run / "model.pt"))
+    env = make_env("blocks", backend="mujoco")
+    try:
+        steps, reward, success = run_episode(
+            planner,
+            env,
+            TASKS[0],
+            layout_seed("train", 0, 0, 0),
+            np.random.default_rng(0),
+            RLConfig(),
+            TabletopDomain(),
+        )
+    finally:
+        env.close()
+    assert 1 <= len(steps) <= len(TASKS[0].goals) + 2 and 0.0 <= reward <= 2.0
+    assert success == (reward >= 1.0)
+    text = TextCache(planner.embeddings)
+    opt = torch.optim.SGD(planner.net.parameters(), lr=1e-5)  # a small step: first order holds
+    before = log_probs(planner, text, steps, [TASKS[0].text] * len(steps))
+    (-before.sum()).backward()  # advantage +1: make these decisions likelier
+    opt.step()
+    with torch.no_grad():
+        after = log_probs(planner, text, steps, [TASKS[0].text] * len(steps))
+    assert after.sum() > before.sum().detach()
+    cfg = RLConfig(init_model=str(run / "model.pt"), scenes=("blocks",), steps=2, tasks_per_step=1, group=2)
+    result = train_rl(cfg, tmp_path / "rl", progress=False)
+    assert len((tmp_path / "rl" / "rl_log.csv").read_text().splitlines()) == 3
+    VLAPlanner(model=result["model"])  # the RL model loads as a planner
+    with pytest.raises(ValueError, match="group must be >= 2"):
+        RLConfig(init_model="x", group=1).check()

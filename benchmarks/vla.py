@@ -1,0 +1,196 @@
+"""The VLA planner end to end on held-out tabletop instructions and layouts, against the oracle, in both simulators.
+
+The tasks are the shipped tabletop_language suites (66 instructions, six categories over the blocks, sort and
+clear scenes): the test set, whose phrasings the instruction generator never produces and the demonstrations never
+hold. Layouts are ``hierarchy.evaluate.layout_seed(seed, episode, 0)``; the script checks that none of them is a
+layout a demonstration file of the model recorded. Skills are the shipped learned Panda skills, so a step the
+planner gets right can still fail in execution: ``symbolic`` (the oracle reading of the same tasks, same layouts)
+is the ceiling the skills allow.
+
+Visual sim-to-sim: the model named by ``--model`` is run in every ``--backends`` simulator; the drop is the
+difference between the simulator its demonstrations were rendered in and the other.
+
+Also measured: the network's time per plan (``plan_image`` on a camera image: encoding the instruction, the
+network, lifting and naming; p50 / p95 over ``--latency-n`` calls, the instruction's embedding cached as in an
+episode), and separately the camera render.
+
+    python benchmarks/vla.py [--quick] [--no-record] [--model runs/vla/<time>/model.pt] [--seeds 0 1 2]
+        [--backends mujoco pybullet] [--planners vla symbolic]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import emit, record
+from benchmarks.tabletop_language import SUITES, first_of_each_category
+from hierarchy.evaluate import layout_seed, run_tabletop_suite, summarise
+from hierarchy.suites import load_tabletop_suite
+from hierarchy.tabletop import TabletopDomain, make_env
+from llm_planner.base import make_planner
+
+
+def demo_seeds(model_path: Path) -> set[int]:
+    """The layout seeds of the demonstrations the model was trained on (the files model.pt names)."""
+    import h5py
+    import torch
+
+    state = torch.load(model_path, map_location="cpu", weights_only=False)
+    seeds: set[int] = set()
+    for f in state.get("trained_on", []):
+        if Path(f).is_file():
+            with h5py.File(f, "r") as h:
+                seeds |= {int(g.attrs["seed"]) for g in h["data"].values()}
+    return seeds
+
+
+def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
+    """Per plan: the network path (plan_image) and the camera render, on the sort scene's layouts."""
+    from llm_planner.plan import PlanDone, PlanError
+
+    domain = TabletopDomain()
+    env = make_env("sort", backend)
+    suite = load_tabletop_suite("tabletop_language_sort")
+    model, camera = [], []
+    try:
+        for i in range(n):
+            env.reset(seed=layout_seed(99, i, 0))
+            view = domain.observe(env)
+            t0 = time.perf_counter()
+            image = view.camera("front", planner.size, depth=True)
+            t1 = time.perf_counter()
+            task = suite.tasks[i % len(suite.tasks)]
+            proprio = np.array([*view.tcp, view.finger_width], dtype=np.float32)
+            if i == 0:  # the first call of an instruction embeds it; an episode's later calls reuse it
+                with contextlib.suppress(PlanDone, PlanError):
+                    planner.plan_image(task.text, image, proprio, view)
+            t2 = time.perf_counter()
+            with contextlib.suppress(PlanDone, PlanError):
+                planner.plan_image(task.text, image, proprio, view)
+            model.append((time.perf_counter() - t2) * 1000)
+            camera.append((t1 - t0) * 1000)
+    finally:
+        env.close()
+    return {
+        "plan_ms_p50": round(float(np.percentile(model, 50)), 2),
+        "plan_ms_p95": round(float(np.percentile(model, 95)), 2),
+        "camera_ms_p50": round(float(np.percentile(camera, 50)), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="seed 0, the first instruction of each category")
+    parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--model", default="shipped:vla_tabletop")
+    parser.add_argument("--planners", nargs="+", default=["vla", "symbolic"])
+    parser.add_argument("--suites", nargs="+", default=SUITES)
+    parser.add_argument("--backends", nargs="+", default=["mujoco", "pybullet"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--latency-n", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for the VLA (default: torch's)")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/vla"))
+    args = parser.parse_args()
+    from hierarchy.vla.planner import resolve_model
+    from hrl.hierarchy_eval import wilson
+
+    seeds = [0] if args.quick else args.seeds
+    suites = [load_tabletop_suite(s) for s in args.suites]
+    if args.quick:
+        suites = [first_of_each_category(s) for s in suites]
+    model_path = resolve_model(args.model)
+    trained = demo_seeds(model_path)
+    used = {layout_seed(seed, i, 0) for seed in seeds for s in suites for i in range(len(s.tasks))}
+    overlap = len(trained & used)
+    if overlap:
+        raise SystemExit(f"{overlap} evaluation layouts are demonstration layouts of {model_path}; pick other seeds")
+    domain = TabletopDomain.with_skills()
+    cells: dict[str, Any] = {}
+    figures: dict[str, Any] = {"quick": args.quick, "seeds": seeds, "model": str(model_path)}
+    t0 = time.perf_counter()
+    for name in args.planners:
+        params = {"model": args.model, "threads": args.threads} if name == "vla" else {}
+        planner = make_planner(name, **params)
+        if name == "vla":
+            figures["latency"] = latency(planner, 5 if args.quick else args.latency_n, args.backends[0])
+            print(f"vla latency: {json.dumps(figures['latency'])}", flush=True)
+        for backend in args.backends:
+            rows: list[dict[str, Any]] = []
+            for suite in suites:
+                suite_rows, _ = run_tabletop_suite(
+                    planner,
+                    suite,
+                    domain,
+                    backend=backend,
+                    seeds=tuple(seeds),
+                    layouts=1,
+                    out_dir=args.out / f"{name}_{suite.name}_{backend}",
+                    progress=False,
+                )
+                rows += suite_rows
+            summary = summarise(rows, wilson)
+            for category in ["all", *summary["categories"]]:
+                c = summary if category == "all" else summary["categories"][category]
+                cells[f"{name}/{backend}/{category}"] = {
+                    "episodes": c["episodes"],
+                    "success_rate": round(c["success_rate"], 4),
+                    "success_ci95": [round(v, 4) for v in c["success_ci95"]],
+                    "failure_reasons": c["failure_reasons"],
+                }
+                lo, hi = c["success_ci95"]
+                print(
+                    f"{name:>8} {backend:>8} {category:>10}: {c['success_rate']:.0%} [{lo:.0%}, {hi:.0%}] "
+                    f"of {c['episodes']}  {c['failure_reasons']}",
+                    flush=True,
+                )
+    if "vla" in args.planners and len(args.backends) > 1:
+        a, b = (cells[f"vla/{be}/all"]["success_rate"] for be in args.backends[:2])
+        figures["sim2sim_drop_points"] = round(100 * (a - b), 1)
+    if "vla" in args.planners and "symbolic" in args.planners:
+        be = args.backends[0]
+        figures["vla_over_oracle"] = round(
+            cells[f"vla/{be}/all"]["success_rate"] / max(1e-9, cells[f"symbolic/{be}/all"]["success_rate"]), 3
+        )
+    figures.update(
+        layouts_overlapping_demos=overlap,
+        wall_time_s=round(time.perf_counter() - t0, 1),
+        cells=cells,
+    )
+    if not args.no_record:
+        keys = [k for k in cells if k.endswith("/all")]
+        show = []
+        for k in keys:
+            lo, hi = cells[k]["success_ci95"]
+            show.append(f"{k}: {cells[k]['success_rate']:.0%} [{lo:.0%}, {hi:.0%}] n={cells[k]['episodes']}")
+        lat = figures.get("latency", {})
+        record(
+            "vla",
+            figures,
+            [
+                "<br>".join(show),
+                f"{lat.get('plan_ms_p50')} / {lat.get('plan_ms_p95')} ms (camera {lat.get('camera_ms_p50')} ms)",
+                str(figures.get("sim2sim_drop_points", "")),
+                f"{figures['wall_time_s']:.0f} s",
+            ],
+            [
+                "planner/simulator: success on the 66 test instructions (95 % Wilson)",
+                "VLA plan p50 / p95",
+                "sim-to-sim drop (points)",
+                "wall time",
+            ],
+        )
+    emit(figures)
+
+
+if __name__ == "__main__":
+    main()

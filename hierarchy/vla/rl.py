@@ -1,0 +1,270 @@
+"""RL from execution for the VLA (``hrl-vla stage=rl``): group-relative policy gradient on the task's own check.
+
+Start from an imitation model. Each update draws ``tasks_per_step`` instructions from the generator's train split,
+each in a fresh layout, and runs ``group`` episodes of the same (task, layout) with the model *sampling*: done from
+its done probability, the pick and the place cells from the heatmaps' softmax (``temperature``). Each sampled
+step is carried out by the executor and the episode is rewarded by what the task's acceptance check says of the
+final state: the fraction of the task's goals that hold, in order (``TabletopDomain.progress``), plus 1 when all
+hold and the model itself said done; a step that points at nothing ends the episode where it is. Advantages are
+the reward minus the group's mean (Dr. GRPO: no division by the standard deviation); groups whose rewards are all
+equal teach nothing and are skipped (DAPO). One on-policy gradient step per update on -A * log pi(step) summed
+over each episode's steps (no ratio clipping is needed for a single step on fresh samples; no KL term).
+
+Executors: ``kinematic`` (default: the block is set down where the grounding would put it, as the
+demonstrations were made, ~0.1 s per step) or ``skills`` (the shipped learned skills through the hierarchy's
+grounding, ~3 s per step: the real thing, for a final few updates). The gain is measured end to end with the
+skills on the test instructions and held-out layouts (``benchmarks/vla.py``), not on what RL trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llm_planner.plan import PlanError
+
+
+@dataclass
+class RLConfig:
+    init_model: str = ""
+    scenes: tuple[str, ...] = ("blocks", "sort", "clear")
+    backend: str = "mujoco"
+    steps: int = 60
+    tasks_per_step: int = 4
+    group: int = 8
+    temperature: float = 1.0
+    learning_rate: float = 1e-4
+    executor: str = "kinematic"
+    seed: int = 0
+    save_every: int = 10
+    resume: bool = False
+
+    def check(self) -> None:
+        if not self.init_model:
+            raise ValueError("init_model is empty; give the imitation model (model.pt of hrl-vla stage=bc)")
+        if self.executor not in ("kinematic", "skills"):
+            raise ValueError(f"executor must be 'kinematic' or 'skills', got {self.executor!r}")
+        if self.group < 2:
+            raise ValueError(f"group must be >= 2 (advantages are relative to the group), got {self.group}")
+        for key in ("steps", "tasks_per_step", "save_every"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+@dataclass
+class Step:
+    rgb: np.ndarray
+    depth: np.ndarray
+    proprio: np.ndarray
+    done: bool
+    pick: int  # flat heatmap cell
+    place: int
+
+
+def sample_step(planner: Any, text: str, image: Any, proprio: np.ndarray, rng: np.random.Generator, temperature: float):
+    """One sampled decision: (done, pick cell, place cell)."""
+    import torch
+
+    from hierarchy.vla.model import pad_tokens
+
+    if text not in planner._text:
+        planner._text[text] = torch.from_numpy(planner.embeddings.encode(text))
+    tokens, mask = pad_tokens([planner._text[text]])
+    with torch.no_grad():
+        pl, ql, dl = planner.net(
+            torch.from_numpy(image.rgb[None].copy()),
+            torch.from_numpy(np.asarray(image.depth, dtype=np.float32)[None]),
+            torch.from_numpy(proprio[None]),
+            tokens,
+            mask,
+        )
+    done = bool(rng.random() < float(torch.sigmoid(dl)[0]))
+
+    def draw(logits: Any) -> int:
+        p = torch.softmax(logits.flatten() / temperature, 0).double().numpy()
+        return int(rng.choice(len(p), p=p / p.sum()))
+
+    return done, draw(pl[0]), draw(ql[0])
+
+
+def cell_pixel(cell: int, half: int) -> tuple[float, float]:
+    return (cell % half) * 2 + 1.0, (cell // half) * 2 + 1.0
+
+
+def run_episode(planner: Any, env: Any, task: Any, seed: int, rng: np.random.Generator, cfg: RLConfig, domain: Any):
+    """One sampled episode; returns (steps, reward, success)."""
+    from hierarchy.tabletop import _on_top, _slot
+    from hierarchy.vla.data import hover_arm, observe, settle
+
+    env.reset(seed=seed)
+    steps: list[Step] = []
+    said_done = False
+    names = [o.name for o in env.unwrapped.scene.objects]
+    half = planner.size // 2
+    for _ in range(len(task.goals) + 2):
+        image, proprio = observe(env, planner.size)
+        done, pick, place = sample_step(planner, task.text, image, proprio, rng, cfg.temperature)
+        steps.append(Step(image.rgb, image.depth, proprio, done, pick, place))
+        if done:
+            said_done = True
+            break
+        view = domain.observe(env)
+        try:
+            obj = planner._pick_name(image.lift(*cell_pixel(pick, half)), view)
+            on = planner._place_name(image.lift(*cell_pixel(place, half)), view, obj)
+        except PlanError:
+            break
+        if cfg.executor == "kinematic":
+            rest = _on_top(env, obj, on) if on in names else _slot(env, obj, on)
+            env.unwrapped.physics.set_object_pose(obj, rest + np.array([0.0, 0.0, 0.002]))
+            settle(env)
+            hover_arm(env, rng, rest)
+        else:
+            from hierarchy.agent import Agent, AgentConfig, _Run
+            from llm_planner.tabletop import PlaceSubgoal, TabletopPlan
+
+            # the hierarchy's own execution of one grounded step (skills, budgets, stuck checks), no planning
+            run = _Run(Agent(domain, planner, AgentConfig(max_episode_steps=600)), env, None)
+            run.execute(domain.ground(TabletopPlan(subgoals=[PlaceSubgoal(object=obj, on=on)]), view))
+    if cfg.executor == "skills":
+        domain.finish(env, 200, lambda: None)
+    progress = domain.progress(task, env) / len(task.goals)
+    success = progress == 1.0
+    reward = progress + (1.0 if success and said_done else 0.0)
+    return steps, reward, success
+
+
+def log_probs(planner: Any, text: Any, steps: list[Step], texts: list[str]):
+    """Sum of log pi over the sampled decisions, per step (with gradients)."""
+    import torch
+    from torch.nn import functional as F  # noqa: N812
+
+    from hierarchy.vla.model import pad_tokens
+
+    tokens, mask = pad_tokens([text(t) for t in texts])
+    pl, ql, dl = planner.net(
+        torch.from_numpy(np.stack([s.rgb for s in steps])),
+        torch.from_numpy(np.stack([np.asarray(s.depth, dtype=np.float32) for s in steps])),
+        torch.from_numpy(np.stack([s.proprio for s in steps])),
+        tokens,
+        mask,
+    )
+    done = torch.tensor([s.done for s in steps], dtype=torch.float32)
+    lp = -F.binary_cross_entropy_with_logits(dl, done, reduction="none")
+    pick = torch.tensor([s.pick for s in steps])
+    place = torch.tensor([s.place for s in steps])
+    lp_pick = torch.log_softmax(pl.flatten(1), 1).gather(1, pick[:, None]).squeeze(1)
+    lp_place = torch.log_softmax(ql.flatten(1), 1).gather(1, place[:, None]).squeeze(1)
+    return lp + (1 - done) * (lp_pick + lp_place)
+
+
+def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[str, Any]:
+    import torch
+    from tqdm import tqdm
+
+    from hierarchy.tabletop import TabletopDomain, make_env
+    from hierarchy.vla.data import layout_seed
+    from hierarchy.vla.planner import VLAPlanner
+    from hierarchy.vla.train import TextCache, _save
+    from llm_planner.posttrain.tabletop_instructions import generate_tabletop
+
+    cfg.check()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "rl_config.json").write_text(json.dumps(asdict(cfg), indent=2, default=list))
+    planner = VLAPlanner(model=cfg.init_model)
+    base = torch.load(planner.path, map_location="cpu", weights_only=False)
+    planner.net.train()
+    opt = torch.optim.AdamW(planner.net.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+    text = TextCache(planner.embeddings)
+    domain = TabletopDomain.with_skills() if cfg.executor == "skills" else TabletopDomain()
+    envs = {s: make_env(s, backend=cfg.backend) for s in cfg.scenes}
+    tasks = {s: generate_tabletop(s, 400, split="train", seed=cfg.seed + 7) for s in cfg.scenes}
+    rng = np.random.default_rng(cfg.seed)
+    log = run_dir / "rl_log.csv"
+    start = 0
+    ckpt = run_dir / "checkpoints" / "rl_last.pt"
+    if cfg.resume:
+        if not ckpt.is_file():
+            raise ValueError(f"resume: {ckpt} is missing; nothing to continue")
+        state = torch.load(ckpt, weights_only=False)
+        planner.net.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["rng"]
+        start = int(state["step"])
+    else:
+        log.write_text("step,reward,success,groups_used,seconds\n")
+    started = time.perf_counter()
+    try:
+        for step in tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="vla rl"):
+            t0 = time.perf_counter()
+            batch_steps, batch_texts, batch_adv, episode_index = [], [], [], []
+            rewards, successes, used = [], [], 0
+            for k in range(cfg.tasks_per_step):
+                si = int(rng.integers(len(cfg.scenes)))
+                scene = cfg.scenes[si]
+                task = tasks[scene][int(rng.integers(len(tasks[scene])))]
+                seed = layout_seed("train", 10_000 + cfg.seed, si, step * cfg.tasks_per_step + k)
+                planner.net.eval()
+                group = [run_episode(planner, envs[scene], task, seed, rng, cfg, domain) for _ in range(cfg.group)]
+                planner.net.train()
+                r = np.array([g[1] for g in group])
+                rewards += list(r)
+                successes += [g[2] for g in group]
+                if np.allclose(r, r[0]):
+                    continue
+                used += 1
+                adv = r - r.mean()
+                for (steps, _, _), a in zip(group, adv, strict=True):
+                    episode_index += [len(batch_adv)] * len(steps)
+                    batch_adv.append(float(a))
+                    batch_steps += steps
+                    batch_texts += [task.text] * len(steps)
+            if batch_steps:
+                lp = log_probs(planner, text, batch_steps, batch_texts)
+                per_episode = torch.zeros(len(batch_adv)).index_add(0, torch.tensor(episode_index), lp)
+                loss = -(torch.tensor(batch_adv) * per_episode).sum() / max(1, cfg.tasks_per_step * cfg.group)
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(planner.net.parameters(), 1.0)
+                opt.step()
+            with log.open("a") as f:
+                f.write(
+                    f"{step + 1},{np.mean(rewards):.4f},{np.mean(successes):.4f},{used},"
+                    f"{time.perf_counter() - t0:.1f}\n"
+                )
+            if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
+                _save(
+                    ckpt,
+                    {
+                        "model": planner.net.state_dict(),
+                        "optimizer": opt.state_dict(),
+                        "rng": rng.bit_generator.state,
+                        "step": step + 1,
+                    },
+                )
+    finally:
+        for env in envs.values():
+            env.close()
+    model_path = run_dir / "model.pt"
+    _save(
+        model_path,
+        {**base, "state_dict": planner.net.state_dict(), "rl": {**asdict(cfg), "from": str(planner.path)}},
+    )
+    rows = log.read_text().splitlines()[1:]
+    result = {
+        "model": str(model_path),
+        "steps": cfg.steps,
+        "first_reward": float(rows[0].split(",")[1]) if rows else None,
+        "last_reward": float(rows[-1].split(",")[1]) if rows else None,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+    }
+    (run_dir / "rl_result.json").write_text(json.dumps(result, indent=2))
+    return result
