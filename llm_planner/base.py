@@ -85,6 +85,7 @@ PLANNERS: dict[str, str] = {
     "sorb_safe": "llm_planner.planners.sorb_safe:SafeSoRBPlanner",
     "symbolic": "llm_planner.planners.symbolic:SymbolicPlanner",
     "saycan": "llm_planner.planners.saycan:SayCanPlanner",
+    "vla": "hierarchy.vla.planner:VLAPlanner",
     "llm_goals": "llm_planner.planners.llm:LLMGoalsPlanner",
     "llm_route": "llm_planner.planners.llm:LLMRoutePlanner",
     "vlm_http": "llm_planner.planners.vlm_http:VLMHttpPlanner",
