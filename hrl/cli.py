@@ -51,6 +51,35 @@ def fail(program: str, message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def resume_values(
+    run_dir: Path, program: str, known: set[str], overrides: list[str], steps_key: Callable[[dict], str]
+) -> dict[str, Any]:
+    """The saved config (``config.json``) of a run to continue, with ``resume`` set and only its step budget
+    (``steps_key(values)``: the key that counts the steps) overridable; anything else is ``program``'s error."""
+    import json
+
+    saved = run_dir / "config.json"
+    if not saved.is_file():
+        fail(program, f"resume={run_dir}: {saved} is missing; not an {program} run directory")
+    values = json.loads(saved.read_text())
+    unknown = sorted(set(values) - known)
+    if unknown:
+        fail(program, f"resume={run_dir}: its config has keys this version does not know: {unknown}")
+    key_name = steps_key(values)
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key != key_name:
+            fail(
+                program, f"resume continues a run with its own config; only {key_name} may be overridden, got {item!r}"
+            )
+        try:
+            values[key_name] = int(value)
+        except ValueError:
+            fail(program, f"{key_name} must be an integer, got {value!r}")
+    values["resume"] = True
+    return values
+
+
 def typed_config(cfg: Any, program: str) -> Any:
     """``cfg``, a config Hydra composed, as its schema's dataclasses; a value they cannot take is a one-line
     error of ``program`` (:func:`fail`), not a traceback.

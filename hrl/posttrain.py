@@ -11,14 +11,13 @@ Writes ``runs/posttrain/<time>/``: ``adapter/`` (the LoRA adapter), ``checkpoint
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import NoReturn
 
 from hrl.cli import fail as cli_fail
-from hrl.cli import run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
+from hrl.cli import resume_values, run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
 
 #: Exit status of a run stopped by Ctrl-C or SIGTERM (its last checkpoint stays; resume= continues).
 INTERRUPTED = 130
@@ -75,24 +74,10 @@ def resume(run_dir: Path, overrides: list[str]) -> int:
     """Continue a run with its own saved config (config.json); only ``max_steps`` may change."""
     from llm_planner.posttrain.train import PosttrainConfig
 
-    saved = run_dir / "config.json"
-    if not saved.is_file():
-        fail(f"resume={run_dir}: {saved} is missing; not an hrl-posttrain run directory")
     known = {f.name for f in fields(PosttrainConfig)}
-    values = json.loads(saved.read_text())
-    unknown = sorted(set(values) - known)
-    if unknown:
-        fail(f"resume={run_dir}: its config has keys this version does not know: {unknown}")
-    for item in overrides:
-        key, _, value = item.partition("=")
-        if key != "max_steps":
-            fail(f"resume continues a run with its own config; only max_steps may be overridden, got {item!r}")
-        try:
-            values["max_steps"] = int(value)
-        except ValueError:
-            fail(f"max_steps must be an integer, got {value!r}")
-    values["resume"] = True
-    return _run(PosttrainConfig(**values), run_dir)
+    return _run(
+        PosttrainConfig(**resume_values(run_dir, "hrl-posttrain", known, overrides, lambda v: "max_steps")), run_dir
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from hrl.cli import fail as cli_fail
-from hrl.cli import run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
+from hrl.cli import resume_values, run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
 
 INTERRUPTED = 130
 
@@ -188,27 +188,17 @@ def _task(cfg) -> None:
 
 
 def resume(run_dir: Path, overrides: list[str]) -> int:
-    """Continue a training run with its own saved config; only ``steps`` (``rl_steps``) may change."""
-    saved = run_dir / "config.json"
-    if not saved.is_file():
-        fail(f"resume={run_dir}: {saved} is missing; not an hrl-vla run directory")
-    values = json.loads(saved.read_text())
-    unknown = sorted(set(values) - {f.name for f in fields(VLAConfig)})
-    if unknown:
-        fail(f"resume={run_dir}: its config has keys this version does not know: {unknown}")
-    if values.get("stage") != "bc":
+    """Continue a training run (stage=bc or rl) with its own saved config; only ``steps`` (bc) or ``rl_steps``
+    (rl) may change."""
+    known = {f.name for f in fields(VLAConfig)}
+    values = resume_values(
+        run_dir, "hrl-vla", known, overrides, lambda v: "rl_steps" if v.get("stage") == "rl" else "steps"
+    )
+    if values.get("stage") not in ("bc", "rl"):
         fail(
-            f"resume={run_dir}: only a training run (stage=bc) can be resumed; this one is stage={values.get('stage')}"
+            f"resume={run_dir}: only a training run (stage=bc or rl) can be resumed; "
+            f"this one is stage={values.get('stage')}"
         )
-    for item in overrides:
-        key, _, value = item.partition("=")
-        if key != "steps":
-            fail(f"resume continues a run with its own config; only steps may be overridden, got {item!r}")
-        try:
-            values["steps"] = int(value)
-        except ValueError:
-            fail(f"steps must be an integer, got {value!r}")
-    values["resume"] = True
     return _run(VLAConfig(**values), run_dir)
 
 

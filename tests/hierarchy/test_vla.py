@@ -226,6 +226,10 @@ def test_command_line_writes_demonstrations(tmp_path):
         timeout=300,
     )
     assert r.returncode == 0, r.stderr
+    r2 = subprocess.run(
+        [sys.executable, "-m", "hrl.vla", f"resume={tmp_path}/run"], capture_output=True, text=True, timeout=60
+    )
+    assert r2.returncode == 2 and "only a training run (stage=bc or rl) can be resumed" in r2.stderr, r2.stderr
     samples = read_dataset(tmp_path / "d.hdf5")
     assert len(samples) >= 4 and samples.rgb.shape[1:] == (48, 48, 3)
     assert set(samples.scene) == {"blocks"}
