@@ -107,6 +107,22 @@ def shipped_model_path(model: str) -> Path:
     )
 
 
+#: LoRA adapters shipped with the package: ``lora_path: shipped:<name>`` (llm_planner/adapters/<name>/adapter.gguf).
+ADAPTERS_DIR = Path(__file__).resolve().parents[1] / "adapters"
+
+
+def shipped_adapter_path(lora_path: str) -> Path:
+    """``shipped:<name>`` -> the shipped adapter's file; anything else is a path."""
+    if not str(lora_path).startswith("shipped:"):
+        return Path(lora_path).expanduser()
+    name = str(lora_path).split(":", 1)[1]
+    path = ADAPTERS_DIR / name / "adapter.gguf"
+    if not path.is_file():
+        shipped = sorted(p.parent.name for p in ADAPTERS_DIR.glob("*/adapter.gguf"))
+        raise LLMError(f"no shipped adapter {name!r}; shipped: {', '.join(shipped) or 'none'} (or give a path)")
+    return path
+
+
 def check_gguf(path: Path, param: str = "model_path", what: str = "GGUF model") -> None:
     """LLMError naming ``path`` unless it is a file that starts like a GGUF file: llama.cpp's own error for a
     wrong file is only "failed to load" (the reason goes to its log). ``param`` and ``what`` name the setting
@@ -151,7 +167,7 @@ class LlamaCppBackend:
                 "lora_path is required by this planner config: set planner.backend.params.lora_path="
                 "runs/posttrain/<time>/adapter.gguf (the adapter of an hrl-posttrain run)"
             )
-        lora = Path(lora_path).expanduser() if lora_path else None
+        lora = shipped_adapter_path(lora_path) if lora_path else None
         if lora is not None:
             check_gguf(lora, "lora_path", "GGUF LoRA adapter")
         if n_ctx < 256 or n_batch < 1:

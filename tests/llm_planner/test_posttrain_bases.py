@@ -88,3 +88,12 @@ def test_the_planners_grammar_holds_on_every_base(base, instructions):
                                              max_tokens=64).text)  # fmt: skip
         assert set(answer) == {"targets", "avoid"} and answer["targets"]
         assert set(answer["targets"]) | set(answer["avoid"]) <= names
+
+
+def test_the_shipped_gemma_adapter_is_applied():
+    """planner=llm_goals_gemma3's backend: Gemma 3 270M + the shipped SFT adapter (``lora_path: shipped:...``);
+    tests/hrl/test_config.py builds the planner from its config."""
+    backend = LlamaCppBackend(model="gemma3", lora_path="shipped:gemma3_sft", n_ctx=1024, n_threads=1)
+    assert "+lora:" in backend.model_id
+    with pytest.raises(LLMError, match=r"no shipped adapter 'nope'; shipped: gemma3_sft"):
+        LlamaCppBackend(model="gemma3", lora_path="shipped:nope")
