@@ -15,7 +15,10 @@ network, lifting and naming; p50 / p95 over ``--latency-n`` calls, the instructi
 episode), and separately the camera render.
 
     python benchmarks/vla.py [--quick] [--no-record] [--model runs/vla/<time>/model.pt] [--seeds 0 1 2]
-        [--backends mujoco pybullet] [--planners vla symbolic]
+        [--rl-model runs/vla/<rl time>/model.pt] [--backends mujoco pybullet] [--planners vla symbolic]
+
+With ``--rl-model`` the VLA after RL runs on the same tasks and layouts: ``rl_gain_points_<simulator>`` and the
+paired counts (episodes only one of them solved, exact McNemar p).
 """
 
 from __future__ import annotations
@@ -88,11 +91,32 @@ def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
     }
 
 
+def paired(a: dict[tuple, bool], b: dict[tuple, bool]) -> dict[str, Any]:
+    """Episodes only the first / only the second planner solved, and the exact two-sided McNemar p-value."""
+    from math import comb
+
+    keys = set(a) & set(b)
+    only_a = sum(a[k] and not b[k] for k in keys)
+    only_b = sum(b[k] and not a[k] for k in keys)
+    n = only_a + only_b
+    p = min(1.0, 2 * sum(comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2**n) if n else 1.0
+    return {"episodes": len(keys), "only_imitation": only_a, "only_rl": only_b, "mcnemar_p": round(p, 4)}
+
+
+def rl_gain(figures: dict[str, Any], backend: str) -> str:
+    pair = figures[f"rl_paired_{backend}"]
+    return (
+        f"{backend}: {figures[f'rl_gain_points_{backend}']:+} (only RL {pair['only_rl']}, only imitation "
+        f"{pair['only_imitation']}, p {pair['mcnemar_p']})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="seed 0, the first instruction of each category")
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--model", default="shipped:vla_tabletop")
+    parser.add_argument("--rl-model", default=None, help="also the VLA after RL (paired with --model's episodes)")
     parser.add_argument("--planners", nargs="+", default=["vla", "symbolic"])
     parser.add_argument("--suites", nargs="+", default=SUITES)
     parser.add_argument("--backends", nargs="+", default=["mujoco", "pybullet"])
@@ -118,9 +142,14 @@ def main() -> None:
     cells: dict[str, Any] = {}
     figures: dict[str, Any] = {"quick": args.quick, "seeds": seeds, "model": str(model_path)}
     t0 = time.perf_counter()
-    for name in args.planners:
-        params = {"model": args.model, "threads": args.threads} if name == "vla" else {}
-        planner = make_planner(name, **params)
+    runs = [(name, name) for name in args.planners]
+    if args.rl_model:  # the same planner with the RL model, on the same tasks and layouts: a paired comparison
+        runs.insert(runs.index(("vla", "vla")) + 1 if ("vla", "vla") in runs else 0, ("vla_rl", "vla"))
+    successes: dict[str, dict[tuple, bool]] = {}
+    for name, kind in runs:
+        model = args.rl_model if name == "vla_rl" else args.model
+        params = {"model": model, "threads": args.threads} if kind == "vla" else {}
+        planner = make_planner(kind, **params)
         if name == "vla":
             figures["latency"] = latency(planner, 5 if args.quick else args.latency_n, args.backends[0])
             print(f"vla latency: {json.dumps(figures['latency'])}", flush=True)
@@ -138,6 +167,7 @@ def main() -> None:
                     progress=False,
                 )
                 rows += suite_rows
+            successes[f"{name}/{backend}"] = {(r["suite"], r["seed"], r["episode"]): r["success"] for r in rows}
             summary = summarise(rows, wilson)
             for category in ["all", *summary["categories"]]:
                 c = summary if category == "all" else summary["categories"][category]
@@ -153,6 +183,12 @@ def main() -> None:
                     f"of {c['episodes']}  {c['failure_reasons']}",
                     flush=True,
                 )
+    if args.rl_model and "vla" in args.planners:
+        for be in args.backends:
+            a, b = successes[f"vla/{be}"], successes[f"vla_rl/{be}"]
+            gain = cells[f"vla_rl/{be}/all"]["success_rate"] - cells[f"vla/{be}/all"]["success_rate"]
+            figures[f"rl_gain_points_{be}"] = round(100 * gain, 1)
+            figures[f"rl_paired_{be}"] = paired(a, b)
     if "vla" in args.planners and len(args.backends) > 1:
         a, b = (cells[f"vla/{be}/all"]["success_rate"] for be in args.backends[:2])
         figures["sim2sim_drop_points"] = round(100 * (a - b), 1)
@@ -180,12 +216,14 @@ def main() -> None:
                 "<br>".join(show),
                 f"{lat.get('plan_ms_p50')} / {lat.get('plan_ms_p95')} ms (camera {lat.get('camera_ms_p50')} ms)",
                 str(figures.get("sim2sim_drop_points", "")),
+                "<br>".join(rl_gain(figures, be) for be in args.backends if f"rl_gain_points_{be}" in figures),
                 f"{figures['wall_time_s']:.0f} s",
             ],
             [
                 "planner/simulator: success on the 66 test instructions (95 % Wilson)",
                 "VLA plan p50 / p95",
                 "sim-to-sim drop (points)",
+                "RL gain (points; paired episodes)",
                 "wall time",
             ],
         )
