@@ -47,6 +47,7 @@ class VLAConfig:
     save_every: int = 250
     shift: int = 4
     width: int = 16
+    device: str = "cpu"
     threads: int | None = None
     # stage=rl
     init_model: str | None = None
@@ -114,6 +115,7 @@ class VLAConfig:
             shift=self.shift,
             seed=self.seed,
             width=self.width,
+            device=self.device,
             resume=self.resume,
         )
 

@@ -39,6 +39,7 @@ class BCConfig:
     tolerance_cells: float = 1.5  # a pick/place is right within this many heatmap cells (~2 cm each at 96 px)
     seed: int = 0
     width: int = 16
+    device: str = "cpu"  # cpu | cuda | cuda:<i> | auto (cuda when torch sees a GPU)
     resume: bool = False
 
     def check(self) -> None:
@@ -50,6 +51,22 @@ class BCConfig:
                 raise ValueError(f"{key} must be a positive integer, got {value!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        resolve_device(self.device)
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> cuda when torch sees a GPU, else cpu; a CUDA device torch cannot see is an error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return device
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}, but torch sees no GPU here; use device=cpu (or auto)")
+        return device
+    raise ValueError(f"device must be cpu, cuda, cuda:<i> or auto, got {device!r}")
 
 
 class TextCache:
@@ -125,7 +142,7 @@ def losses(net: Any, batch: tuple) -> tuple[Any, dict[str, float]]:
         loss_pick = F.cross_entropy(pick_logits[step].flatten(1), pick[step])
         loss_place = F.cross_entropy(place_logits[step].flatten(1), place[step])
     else:
-        loss_pick = loss_place = torch.zeros(())
+        loss_pick = loss_place = torch.zeros((), device=done.device)
     loss = loss_pick + loss_place + loss_done
     parts = {"loss": loss, "pick": loss_pick, "place": loss_place, "done": loss_done}
     return loss, {k: float(v.detach()) for k, v in parts.items()}
@@ -138,7 +155,9 @@ def decode_cells(logits: Any) -> np.ndarray:
     return np.stack([(best % w) * 2 + 1.0, (best // w) * 2 + 1.0], axis=1)
 
 
-def evaluate(net: Any, samples: Any, text: TextCache, tolerance_cells: float, batch_size: int = 64) -> dict[str, Any]:
+def evaluate(
+    net: Any, samples: Any, text: TextCache, tolerance_cells: float, batch_size: int = 64, device: str = "cpu"
+) -> dict[str, Any]:
     """Per-sample correctness on ``samples`` (no augmentation), overall and by scene."""
     import torch
 
@@ -147,11 +166,11 @@ def evaluate(net: Any, samples: Any, text: TextCache, tolerance_cells: float, ba
     with torch.no_grad():
         for start in range(0, len(samples), batch_size):
             index = np.arange(start, min(start + batch_size, len(samples)))
-            rgb, depth, proprio, tokens, mask, actions = batch_tensors(samples, index, text, None, 0)
-            pl, ql, dl = net(rgb, depth, proprio, tokens, mask)
+            *inputs, actions = batch_tensors(samples, index, text, None, 0)
+            pl, ql, dl = net(*(t.to(device) for t in inputs))
             a = actions.numpy()
             is_done = a[:, 4] > 0.5
-            said_done = dl.numpy() > 0
+            said_done = dl.cpu().numpy() > 0
             tol = 2.0 * tolerance_cells
             p = np.linalg.norm(decode_cells(pl) - a[:, :2], axis=1) <= tol
             q = np.linalg.norm(decode_cells(ql) - a[:, 2:4], axis=1) <= tol
@@ -202,7 +221,8 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     embeddings = token_embeddings()
     text = TextCache(embeddings)
     torch.manual_seed(cfg.seed)
-    net = VLANet(NetConfig(image_size=size, text_dim=embeddings.dim, width=cfg.width))
+    device = resolve_device(cfg.device)
+    net = VLANet(NetConfig(image_size=size, text_dim=embeddings.dim, width=cfg.width)).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: schedule(s, cfg.steps))
     rng = np.random.default_rng(cfg.seed)
@@ -211,12 +231,12 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     if cfg.resume:
         if not ckpt.is_file():
             raise ValueError(f"resume: {ckpt} is missing; nothing to continue")
-        state = torch.load(ckpt, weights_only=False)
+        state = torch.load(ckpt, map_location=device, weights_only=False)
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         rng.bit_generator.state = state["rng"]
-        torch.set_rng_state(state["torch_rng"])
+        torch.set_rng_state(state["torch_rng"].cpu())
         start = int(state["step"])
     (run_dir / "bc_config.json").write_text(json.dumps(asdict(cfg), indent=2))
     train_log = run_dir / "train_log.csv"
@@ -229,7 +249,8 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     running: list[dict[str, float]] = []
     for step in bar:
         index = rng.integers(0, len(train_set), cfg.batch_size)
-        loss, parts = losses(net, batch_tensors(train_set, index, text, rng, cfg.shift))
+        batch = tuple(t.to(device) for t in batch_tensors(train_set, index, text, rng, cfg.shift))
+        loss, parts = losses(net, batch)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)
@@ -247,7 +268,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
                     f"{sched.get_last_lr()[0]:.6f}\n"
                 )
         if val_set is not None and (done_steps % cfg.eval_every == 0 or done_steps == cfg.steps):
-            last_val = evaluate(net, val_set, text, cfg.tolerance_cells)
+            last_val = evaluate(net, val_set, text, cfg.tolerance_cells, device=device)
             with val_log.open("a") as f:
                 f.write(
                     f"{done_steps},{last_val['step_accuracy']},{last_val['pick']},{last_val['place']},"
@@ -272,13 +293,13 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
         {
             "format": MODEL_FORMAT,
             "net": net.cfg.to_dict(),
-            "state_dict": net.state_dict(),
+            "state_dict": {k: v.cpu() for k, v in net.state_dict().items()},
             "text": {"source": embeddings.source, "fingerprint": embeddings.fingerprint},
             "trained_on": [str(p) for p in cfg.train_data],
             "steps": cfg.steps,
         },
     )
-    train_score = evaluate(net, _subset(train_set, 2000, cfg.seed), text, cfg.tolerance_cells)
+    train_score = evaluate(net, _subset(train_set, 2000, cfg.seed), text, cfg.tolerance_cells, device=device)
     result = {
         "model": str(model_path),
         "steps": cfg.steps,

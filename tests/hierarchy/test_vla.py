@@ -172,6 +172,15 @@ def test_planner_says_done_on_a_finished_scene_and_names_what_it_points_at(train
         planner.plan_image(samples.instruction[0], image0, samples.proprio[0], far)
 
 
+def test_training_devices_are_checked():
+    with pytest.raises(ValueError, match="device must be cpu, cuda, cuda:<i> or auto, got 'tpu'"):
+        BCConfig(train_data=["x"], device="tpu").check()
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="torch sees no GPU here; use device=cpu"):
+            BCConfig(train_data=["x"], device="cuda").check()
+    BCConfig(train_data=["x"], device="auto").check()
+
+
 def test_bad_model_files_are_refused(tmp_path):
     from hierarchy.vla.planner import VLAPlanner
 
