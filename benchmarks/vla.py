@@ -43,18 +43,30 @@ from hierarchy.tabletop import TabletopDomain, make_env
 from llm_planner.base import make_planner
 
 
-def demo_seeds(model_path: Path) -> set[int]:
-    """The layout seeds of the demonstrations the model was trained on (the files model.pt names)."""
+def demo_seeds(model_path: Path) -> tuple[set[int], list[str]]:
+    """The layout seeds of the demonstrations the model was trained on (the files model.pt names), and the files
+    that are not on this machine (their layouts cannot be checked; the output says so)."""
     import h5py
     import torch
 
     state = torch.load(model_path, map_location="cpu", weights_only=False)
     seeds: set[int] = set()
+    missing = []
     for f in state.get("trained_on", []):
-        if Path(f).is_file():
-            with h5py.File(f, "r") as h:
-                seeds |= {int(g.attrs["seed"]) for g in h["data"].values()}
-    return seeds
+        if not Path(f).is_file():
+            missing.append(str(f))
+            continue
+        with h5py.File(f, "r") as h:
+            seeds |= {int(g.attrs["seed"]) for g in h["data"].values()}
+    rl = state.get("rl")
+    if rl:  # the layouts RL drew (hierarchy/vla/rl.py: one per task of every update, per scene index)
+        from hierarchy.vla.data import layout_seed as demo_layout
+
+        n = int(rl["steps"]) * int(rl["tasks_per_step"])
+        seeds |= {
+            demo_layout("train", 10_000 + int(rl["seed"]), si, i) for si in range(len(rl["scenes"])) for i in range(n)
+        }
+    return seeds, missing
 
 
 def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
@@ -133,7 +145,12 @@ def main() -> None:
     if args.quick:
         suites = [first_of_each_category(s) for s in suites]
     model_path = resolve_model(args.model)
-    trained = demo_seeds(model_path)
+    trained, missing = demo_seeds(model_path)
+    if args.rl_model:
+        rl_seeds, rl_missing = demo_seeds(resolve_model(args.rl_model))
+        trained, missing = trained | rl_seeds, sorted(set(missing) | set(rl_missing))
+    if missing:
+        print(f"warning: demonstration files not here, their layouts are not checked: {missing}", file=sys.stderr)
     used = {layout_seed(seed, i, 0) for seed in seeds for s in suites for i in range(len(s.tasks))}
     overlap = len(trained & used)
     if overlap:
@@ -199,6 +216,7 @@ def main() -> None:
         )
     figures.update(
         layouts_overlapping_demos=overlap,
+        demo_files_not_checked=missing,
         wall_time_s=round(time.perf_counter() - t0, 1),
         cells=cells,
     )

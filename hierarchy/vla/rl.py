@@ -211,6 +211,7 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
                 si = int(rng.integers(len(cfg.scenes)))
                 scene = cfg.scenes[si]
                 task = tasks[scene][int(rng.integers(len(tasks[scene])))]
+                # RL's layouts: its own seed range (benchmarks/vla.py recomputes them to keep them out of the test)
                 seed = layout_seed("train", 10_000 + cfg.seed, si, step * cfg.tasks_per_step + k)
                 planner.net.eval()
                 group = [run_episode(planner, envs[scene], task, seed, rng, cfg, domain) for _ in range(cfg.group)]
