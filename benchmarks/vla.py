@@ -60,12 +60,10 @@ def demo_seeds(model_path: Path) -> tuple[set[int], list[str]]:
             seeds |= {int(g.attrs["seed"]) for g in h["data"].values()}
     rl = state.get("rl")
     if rl:  # the layouts RL drew (hierarchy/vla/rl.py: one per task of every update, per scene index)
-        from hierarchy.vla.data import layout_seed as demo_layout
+        from hierarchy.vla.rl import rl_layout_seed
 
         n = int(rl["steps"]) * int(rl["tasks_per_step"])
-        seeds |= {
-            demo_layout("train", 10_000 + int(rl["seed"]), si, i) for si in range(len(rl["scenes"])) for i in range(n)
-        }
+        seeds |= {rl_layout_seed(int(rl["seed"]), si, i) for si in range(len(rl["scenes"])) for i in range(n)}
     return seeds, missing
 
 

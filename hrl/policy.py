@@ -36,16 +36,21 @@ def write_sidecar(model_path: Path, env: EnvConfig, robot: RobotConfig, algo: Al
     return path
 
 
+def shipped_file(spec: str, filename: str, what: str) -> Path:
+    """``shipped:<name>`` -> hrl/policies/<name>/<filename>; an unknown name names the shipped ones."""
+    name = spec.split(":", 1)[1]
+    path = SHIPPED_DIR / name / filename
+    if not path.is_file():
+        known = sorted(p.parent.name for p in SHIPPED_DIR.glob(f"*/{filename}"))
+        raise ValueError(f"unknown shipped {what} {name!r}; shipped: {', '.join(known) or 'none'}")
+    return path
+
+
 def resolve_policy_path(spec: str | Path) -> Path:
     """``shipped:<name>`` (a policy shipped in hrl/policies/), a model ``.zip``, or a run directory."""
     text = str(spec)
     if text.startswith("shipped:"):
-        name = text.split(":", 1)[1]
-        path = SHIPPED_DIR / name / "model.zip"
-        if not path.is_file():
-            known = sorted(p.parent.name for p in SHIPPED_DIR.glob("*/model.zip"))
-            raise ValueError(f"unknown shipped policy {name!r}; shipped: {', '.join(known) or 'none'}")
-        return path
+        return shipped_file(text, "model.zip", "policy")
     path = Path(text)
     if path.is_dir():
         for candidate in ("best_model.zip", "final_model.zip"):

@@ -158,6 +158,19 @@ def settle(env: Any, steps: int = 10) -> None:
         e.physics.step(q, e.physics.finger_width())
 
 
+def place_kinematically(env: Any, obj: str, on: str, rng: np.random.Generator) -> None:
+    """Carry out ``place obj on on`` without the skills: set the block down where the hierarchy's grounding would
+    put it (on a block's top, or the freest spot of a place), let the physics settle it, and drive the arm to
+    hover over it as after a real place (the demonstrations' and RL's kinematic executor)."""
+    from hierarchy.tabletop import _on_top, _slot
+
+    names = [o.name for o in env.unwrapped.scene.objects]
+    rest = _on_top(env, obj, on) if on in names else _slot(env, obj, on)
+    env.unwrapped.physics.set_object_pose(obj, rest + np.array([0.0, 0.0, 0.002]))
+    settle(env)
+    hover_arm(env, rng, rest)
+
+
 def observe(env: Any, size: int) -> tuple[Any, np.ndarray]:
     """The camera image and the proprioception a planner gets."""
     e = env.unwrapped
@@ -168,13 +181,10 @@ def observe(env: Any, size: int) -> tuple[Any, np.ndarray]:
 
 def record_episode(env: Any, task: TabletopTask, seed: int, rng: np.random.Generator, cfg: DataConfig) -> dict:
     """Reset to layout ``seed``, randomise the view, and record the oracle's steps through ``task``."""
-    from hierarchy.tabletop import _on_top, _slot
-
     env.reset(seed=seed)
     view = randomise_view(env, rng, cfg)
     hover_arm(env, rng, np.array([rng.uniform(-0.15, 0.15), rng.uniform(-0.15, 0.15), 0.05]))
     rgb, depth, proprio, actions, picks, places, subgoals = [], [], [], [], [], [], []
-    names = [o.name for o in env.unwrapped.scene.objects]
     for goal in (*task.goals, None):
         image, p = observe(env, cfg.image_size)
         rgb.append(image.rgb)
@@ -193,10 +203,7 @@ def record_episode(env: Any, task: TabletopTask, seed: int, rng: np.random.Gener
         picks.append(pick)
         places.append(place)
         subgoals.append(f"place {goal.object} on {goal.on}")
-        rest = _on_top(env, goal.object, goal.on) if goal.on in names else _slot(env, goal.object, goal.on)
-        env.unwrapped.physics.set_object_pose(goal.object, rest + np.array([0.0, 0.0, 0.002]))
-        settle(env)
-        hover_arm(env, rng, rest)
+        place_kinematically(env, goal.object, goal.on, rng)
     return {
         "obs": {
             "front_rgb": np.stack(rgb),

@@ -25,19 +25,14 @@ import numpy as np
 from llm_planner.plan import PlanDone, PlanError
 from llm_planner.tabletop import PlaceSubgoal, TabletopPlan, TabletopTask, TabletopView
 
-SHIPPED = Path(__file__).resolve().parents[2] / "hrl" / "policies"
-
 
 def resolve_model(spec: str | Path) -> Path:
     """``shipped:<name>`` (hrl/policies/<name>/model.pt) or a path to a model.pt / a run directory."""
     spec = str(spec)
     if spec.startswith("shipped:"):
-        name = spec.split(":", 1)[1]
-        path = SHIPPED / name / "model.pt"
-        if not path.is_file():
-            shipped = sorted(p.parent.name for p in SHIPPED.glob("*/model.pt"))
-            raise ValueError(f"no shipped VLA model {name!r}; shipped: {', '.join(shipped) or 'none'}")
-        return path
+        from hrl.policy import shipped_file
+
+        return shipped_file(spec, "model.pt", "VLA model")
     path = Path(spec)
     if path.is_dir():
         path = path / "model.pt"
@@ -80,6 +75,7 @@ class VLAPlanner:
             raise ValueError(f"{self.path} is not a VLA model (hrl-vla stage=bc writes model.pt)")
         self.net = VLANet(NetConfig(**state["net"]))
         self.net.load_state_dict(state["state_dict"])
+        self.meta = {k: v for k, v in state.items() if k != "state_dict"}  # what model.pt says of itself
         self.net.eval()
         self.size = self.net.cfg.image_size
         self.embeddings = token_embeddings()
@@ -91,7 +87,9 @@ class VLAPlanner:
             )
         self.camera, self.max_steps = camera, max_steps
         self.pick_radius, self.place_radius, self.done_threshold = pick_radius, place_radius, done_threshold
-        self._text: dict[str, Any] = {}
+        from hierarchy.vla.train import TextCache
+
+        self.text = TextCache(self.embeddings)
         self.steps = 0
         self.last_usage: dict[str, Any] = {}
         self.last_points: dict[str, Any] = {}
@@ -121,7 +119,6 @@ class VLAPlanner:
         """The next step from one camera image (``CameraImage`` with depth) and the proprioception (4,)."""
         import torch
 
-        from hierarchy.vla.model import pad_tokens
         from hierarchy.vla.train import decode_cells
 
         rgb, depth = np.asarray(image.rgb), image.depth
@@ -137,17 +134,7 @@ class VLAPlanner:
         if proprio.shape != (4,) or not np.all(np.isfinite(proprio)):
             raise ValueError(f"proprioception must be 4 finite numbers (TCP x, y, z, finger width), got {proprio}")
         t0 = time.perf_counter()
-        if text not in self._text:
-            self._text[text] = torch.from_numpy(self.embeddings.encode(text))
-        tokens, mask = pad_tokens([self._text[text]])
-        with torch.no_grad():
-            pick_logits, place_logits, done_logit = self.net(
-                torch.from_numpy(rgb[None].copy()),
-                torch.from_numpy(np.asarray(depth, dtype=np.float32)[None]),
-                torch.from_numpy(proprio[None]),
-                tokens,
-                mask,
-            )
+        pick_logits, place_logits, done_logit = self.forward(text, rgb, depth, proprio)
         done = float(torch.sigmoid(done_logit)[0])
         (pu, pv), (qu, qv) = decode_cells(pick_logits)[0], decode_cells(place_logits)[0]
         t1 = time.perf_counter()
@@ -163,6 +150,22 @@ class VLAPlanner:
             subgoals=[PlaceSubgoal(object=obj, on=on)],
             rationale=f"vla: pick at pixel ({pu:.0f}, {pv:.0f}), place at ({qu:.0f}, {qv:.0f}); done p = {done:.2f}",
         )
+
+    def forward(self, text: str, rgb: np.ndarray, depth: np.ndarray, proprio: np.ndarray) -> tuple:
+        """The network on one image (no gradients): pick and place logits (1, S/2, S/2), done logit (1,)."""
+        import torch
+
+        from hierarchy.vla.model import pad_tokens
+
+        tokens, mask = pad_tokens([self.text(text)])
+        with torch.no_grad():
+            return self.net(
+                torch.from_numpy(rgb[None].copy()),
+                torch.from_numpy(np.asarray(depth, dtype=np.float32)[None]),
+                torch.from_numpy(np.asarray(proprio, dtype=np.float32)[None]),
+                tokens,
+                mask,
+            )
 
     def _pick_name(self, point: np.ndarray, scene: TabletopView) -> str:
         free = [o for o in scene.objects if o.on != "gripper"] or list(scene.objects)

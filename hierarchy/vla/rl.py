@@ -72,19 +72,7 @@ def sample_step(planner: Any, text: str, image: Any, proprio: np.ndarray, rng: n
     """One sampled decision: (done, pick cell, place cell)."""
     import torch
 
-    from hierarchy.vla.model import pad_tokens
-
-    if text not in planner._text:
-        planner._text[text] = torch.from_numpy(planner.embeddings.encode(text))
-    tokens, mask = pad_tokens([planner._text[text]])
-    with torch.no_grad():
-        pl, ql, dl = planner.net(
-            torch.from_numpy(image.rgb[None].copy()),
-            torch.from_numpy(np.asarray(image.depth, dtype=np.float32)[None]),
-            torch.from_numpy(proprio[None]),
-            tokens,
-            mask,
-        )
+    pl, ql, dl = planner.forward(text, image.rgb, image.depth, proprio)
     done = bool(rng.random() < float(torch.sigmoid(dl)[0]))
 
     def draw(logits: Any) -> int:
@@ -94,19 +82,25 @@ def sample_step(planner: Any, text: str, image: Any, proprio: np.ndarray, rng: n
     return done, draw(pl[0]), draw(ql[0])
 
 
+def rl_layout_seed(seed: int, scene_index: int, n: int) -> int:
+    """The layout of RL's n-th task in scene ``scene_index``: the demonstrations' draw from a seed range of its own
+    (benchmarks/vla.py recomputes them to keep them out of the test)."""
+    from hierarchy.vla.data import layout_seed
+
+    return layout_seed("train", 10_000 + seed, scene_index, n)
+
+
 def cell_pixel(cell: int, half: int) -> tuple[float, float]:
     return (cell % half) * 2 + 1.0, (cell // half) * 2 + 1.0
 
 
 def run_episode(planner: Any, env: Any, task: Any, seed: int, rng: np.random.Generator, cfg: RLConfig, domain: Any):
     """One sampled episode; returns (steps, reward, success)."""
-    from hierarchy.tabletop import _on_top, _slot
-    from hierarchy.vla.data import hover_arm, observe, settle
+    from hierarchy.vla.data import observe, place_kinematically
 
     env.reset(seed=seed)
     steps: list[Step] = []
     said_done = False
-    names = [o.name for o in env.unwrapped.scene.objects]
     half = planner.size // 2
     for _ in range(len(task.goals) + 2):
         image, proprio = observe(env, planner.size)
@@ -122,10 +116,7 @@ def run_episode(planner: Any, env: Any, task: Any, seed: int, rng: np.random.Gen
         except PlanError:
             break
         if cfg.executor == "kinematic":
-            rest = _on_top(env, obj, on) if on in names else _slot(env, obj, on)
-            env.unwrapped.physics.set_object_pose(obj, rest + np.array([0.0, 0.0, 0.002]))
-            settle(env)
-            hover_arm(env, rng, rest)
+            place_kinematically(env, obj, on, rng)
         else:
             from hierarchy.agent import Agent, AgentConfig, _Run
             from llm_planner.tabletop import PlaceSubgoal, TabletopPlan
@@ -170,7 +161,6 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
     from tqdm import tqdm
 
     from hierarchy.tabletop import TabletopDomain, make_env
-    from hierarchy.vla.data import layout_seed
     from hierarchy.vla.planner import VLAPlanner
     from hierarchy.vla.train import TextCache, _save
     from llm_planner.posttrain.tabletop_instructions import generate_tabletop
@@ -180,7 +170,6 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "rl_config.json").write_text(json.dumps(asdict(cfg), indent=2, default=list))
     planner = VLAPlanner(model=cfg.init_model)
-    base = torch.load(planner.path, map_location="cpu", weights_only=False)
     planner.net.train()
     opt = torch.optim.AdamW(planner.net.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
     text = TextCache(planner.embeddings)
@@ -211,8 +200,7 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
                 si = int(rng.integers(len(cfg.scenes)))
                 scene = cfg.scenes[si]
                 task = tasks[scene][int(rng.integers(len(tasks[scene])))]
-                # RL's layouts: its own seed range (benchmarks/vla.py recomputes them to keep them out of the test)
-                seed = layout_seed("train", 10_000 + cfg.seed, si, step * cfg.tasks_per_step + k)
+                seed = rl_layout_seed(cfg.seed, si, step * cfg.tasks_per_step + k)
                 planner.net.eval()
                 group = [run_episode(planner, envs[scene], task, seed, rng, cfg, domain) for _ in range(cfg.group)]
                 planner.net.train()
@@ -257,7 +245,7 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
     model_path = run_dir / "model.pt"
     _save(
         model_path,
-        {**base, "state_dict": planner.net.state_dict(), "rl": {**asdict(cfg), "from": str(planner.path)}},
+        {**planner.meta, "state_dict": planner.net.state_dict(), "rl": {**asdict(cfg), "from": str(planner.path)}},
     )
     rows = log.read_text().splitlines()[1:]
     result = {

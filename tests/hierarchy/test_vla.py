@@ -186,7 +186,7 @@ def test_bad_model_files_are_refused(tmp_path):
 
     with pytest.raises(ValueError, match="not found"):
         VLAPlanner(model=str(tmp_path / "nope.pt"))
-    with pytest.raises(ValueError, match="no shipped VLA model 'nope'"):
+    with pytest.raises(ValueError, match="unknown shipped VLA model 'nope'; shipped: vla_tabletop"):
         VLAPlanner(model="shipped:nope")
     bad = tmp_path / "model.pt"
     torch.save({"weights": 1}, bad)
