@@ -80,6 +80,12 @@ class Agent:
         self.planner = planner
         self.config = config or AgentConfig()
 
+    def execute(self, env: Any, subgoals: list[GroundedSubgoal]) -> tuple[str | None, Outcome | None]:
+        """Carry out grounded subgoals in ``env`` with the domain's skills and this agent's budgets, no planning
+        (what an episode does between two plans; RL from execution uses it for a sampled step): the first that
+        fails ends it, returned as (its label, its outcome); (None, None) when all were reached."""
+        return _Run(self, env, None).execute(subgoals)
+
     def run(self, env: Any, task: Any, record: list[Any] | None = None) -> Episode:
         """Execute ``task`` in ``env`` (already reset); ``record``, when a list, gets ``env.render()`` frames."""
         run = _Run(self, env, record)

@@ -118,12 +118,12 @@ def run_episode(planner: Any, env: Any, task: Any, seed: int, rng: np.random.Gen
         if cfg.executor == "kinematic":
             place_kinematically(env, obj, on, rng)
         else:
-            from hierarchy.agent import Agent, AgentConfig, _Run
+            from hierarchy.agent import Agent, AgentConfig
             from llm_planner.tabletop import PlaceSubgoal, TabletopPlan
 
             # the hierarchy's own execution of one grounded step (skills, budgets, stuck checks), no planning
-            run = _Run(Agent(domain, planner, AgentConfig(max_episode_steps=600)), env, None)
-            run.execute(domain.ground(TabletopPlan(subgoals=[PlaceSubgoal(object=obj, on=on)]), view))
+            agent = Agent(domain, planner, AgentConfig(max_episode_steps=600))
+            agent.execute(env, domain.ground(TabletopPlan(subgoals=[PlaceSubgoal(object=obj, on=on)]), view))
     if cfg.executor == "skills":
         domain.finish(env, 200, lambda: None)
     progress = domain.progress(task, env) / len(task.goals)

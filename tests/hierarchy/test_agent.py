@@ -203,3 +203,22 @@ def test_agent_config_refuses_negative_limits():
         AgentConfig(max_replans=-1)
     with pytest.raises(ValueError, match="max_episode_steps must be >= 1, got 0"):
         AgentConfig(max_episode_steps=0)
+
+
+def test_execute_carries_out_grounded_steps_without_planning(domain, env_factory):
+    """``Agent.execute``: the skills and budgets of an episode for given grounded steps (what RL from execution
+    runs for a sampled step); the planner is never asked."""
+    env = env_factory("blocks")
+    env.reset(seed=LAYOUT)
+    planner = ScriptedPlanner(RuntimeError("execute must not plan"))
+    agent = Agent(domain, planner, AgentConfig(max_episode_steps=1))
+    plan = TabletopPlan(subgoals=[PlaceSubgoal(object="red_block", on="blue_block")])
+    assert agent.execute(env, domain.ground(plan, domain.observe(env))) == (
+        "place red_block on blue_block",
+        Outcome.EPISODE_LIMIT,
+    )
+    env.reset(seed=LAYOUT)
+    agent = Agent(domain, planner, AgentConfig(max_episode_steps=600))
+    assert agent.execute(env, domain.ground(plan, domain.observe(env))) == (None, None)
+    domain.finish(env, 200, lambda: None)
+    assert holds(env, RED_ON_BLUE.goals[0]) and planner.feedback == []
