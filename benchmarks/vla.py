@@ -28,6 +28,7 @@ import contextlib
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -43,28 +44,63 @@ from hierarchy.tabletop import TabletopDomain, make_env
 from llm_planner.base import make_planner
 
 
-def demo_seeds(model_path: Path) -> tuple[set[int], list[str]]:
-    """The layout seeds of the demonstrations the model was trained on (the files model.pt names), and the files
-    that are not on this machine (their layouts cannot be checked; the output says so)."""
+def demo_seeds(model_path: Path) -> tuple[set[int], list[str], set[str]]:
+    """The layout seeds of the demonstrations the model was trained on (the files model.pt names), the files that
+    are not on this machine (their layouts cannot be checked; the output says so), and the simulators those
+    demonstrations were rendered in."""
     import h5py
     import torch
 
     state = torch.load(model_path, map_location="cpu", weights_only=False)
     seeds: set[int] = set()
     missing = []
+    rendered: set[str] = set()
     for f in state.get("trained_on", []):
         if not Path(f).is_file():
             missing.append(str(f))
             continue
         with h5py.File(f, "r") as h:
             seeds |= {int(g.attrs["seed"]) for g in h["data"].values()}
+            rendered.add(json.loads(h["data"].attrs["generator"])["backend"])
     rl = state.get("rl")
     if rl:  # the layouts RL drew (hierarchy/vla/rl.py: one per task of every update, per scene index)
         from hierarchy.vla.rl import rl_layout_seed
 
         n = int(rl["steps"]) * int(rl["tasks_per_step"])
         seeds |= {rl_layout_seed(int(rl["seed"]), si, i) for si in range(len(rl["scenes"])) for i in range(n)}
-    return seeds, missing
+    return seeds, missing, rendered
+
+
+def failure_kind(task: Any, row: dict[str, Any], events: list[dict[str, Any]]) -> str:
+    """Why a failed episode failed, from its events: ``wrong step`` (a step placed something the task does not
+    ask for: the instruction or the scene misread), ``pointed at nothing`` (a step the grounding refused),
+    ``execution`` (only the task's own steps, one of which the skills did not complete), ``stopped early`` (only
+    the task's own steps, all completed, and then done or the step budget with goals left), or the reason."""
+    asked = {f"place {g.text()}" for g in task.goals}
+    started = [e["subgoal"] for e in events if e["kind"] == "subgoal_started"]
+    if any(s not in asked for s in started):
+        return "wrong step"
+    if row["reason"].startswith("planner_error"):
+        return "pointed at nothing"
+    if any(e["kind"] == "subgoal_failed" for e in events):
+        return "execution"
+    if row["reason"].startswith(("planner_done", "planner_calls")):
+        return "stopped early"
+    return row["reason"].split(":")[0]
+
+
+def failure_kinds(out_dir: Path, suite: Any) -> Counter:
+    """``failure_kind`` of every failed episode a run of ``suite`` wrote to ``out_dir``."""
+    rows = [json.loads(line) for line in (out_dir / "episodes.jsonl").read_text().splitlines()]
+    events: dict[tuple, list] = {}
+    for line in (out_dir / "events.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        events.setdefault((e["seed"], e["episode"], e["layout"]), []).append(e)
+    return Counter(
+        failure_kind(suite.tasks[r["episode"]], r, events.get((r["seed"], r["episode"], r["layout"]), []))
+        for r in rows
+        if not r["success"]
+    )
 
 
 def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
@@ -143,9 +179,9 @@ def main() -> None:
     if args.quick:
         suites = [first_of_each_category(s) for s in suites]
     model_path = resolve_model(args.model)
-    trained, missing = demo_seeds(model_path)
+    trained, missing, rendered = demo_seeds(model_path)
     if args.rl_model:
-        rl_seeds, rl_missing = demo_seeds(resolve_model(args.rl_model))
+        rl_seeds, rl_missing, _ = demo_seeds(resolve_model(args.rl_model))
         trained, missing = trained | rl_seeds, sorted(set(missing) | set(rl_missing))
     if missing:
         print(f"warning: demonstration files not here, their layouts are not checked: {missing}", file=sys.stderr)
@@ -170,6 +206,7 @@ def main() -> None:
             print(f"vla latency: {json.dumps(figures['latency'])}", flush=True)
         for backend in args.backends:
             rows: list[dict[str, Any]] = []
+            kinds: Counter = Counter()
             for suite in suites:
                 suite_rows, _ = run_tabletop_suite(
                     planner,
@@ -182,6 +219,9 @@ def main() -> None:
                     progress=False,
                 )
                 rows += suite_rows
+                kinds += failure_kinds(args.out / f"{name}_{suite.name}_{backend}", suite)
+            figures[f"failures/{name}/{backend}"] = dict(kinds.most_common())
+            print(f"{name:>8} {backend:>8} failures: {json.dumps(dict(kinds.most_common()))}", flush=True)
             successes[f"{name}/{backend}"] = {(r["suite"], r["seed"], r["episode"]): r["success"] for r in rows}
             summary = summarise(rows, wilson)
             for category in ["all", *summary["categories"]]:
@@ -205,8 +245,14 @@ def main() -> None:
             figures[f"rl_gain_points_{be}"] = round(100 * gain, 1)
             figures[f"rl_paired_{be}"] = paired(a, b)
     if "vla" in args.planners and len(args.backends) > 1:
-        a, b = (cells[f"vla/{be}/all"]["success_rate"] for be in args.backends[:2])
+        # from the simulator the demonstrations were rendered in to the other (the first two --backends when the
+        # files are not here to say; the figures name which way it was taken)
+        seen = [be for be in args.backends if be in rendered]
+        source = seen[0] if len(rendered) == 1 and seen else args.backends[0]
+        target = next(be for be in args.backends if be != source)
+        a, b = (cells[f"vla/{be}/all"]["success_rate"] for be in (source, target))
         figures["sim2sim_drop_points"] = round(100 * (a - b), 1)
+        figures["sim2sim"] = f"{source} -> {target}" + ("" if seen else " (the demonstrations' simulator unknown)")
     if "vla" in args.planners and "symbolic" in args.planners:
         be = args.backends[0]
         figures["vla_over_oracle"] = round(
@@ -231,7 +277,7 @@ def main() -> None:
             [
                 "<br>".join(show),
                 f"{lat.get('plan_ms_p50')} / {lat.get('plan_ms_p95')} ms (camera {lat.get('camera_ms_p50')} ms)",
-                str(figures.get("sim2sim_drop_points", "")),
+                f"{figures['sim2sim_drop_points']} ({figures['sim2sim']})" if "sim2sim" in figures else "",
                 "<br>".join(rl_gain(figures, be) for be in args.backends if f"rl_gain_points_{be}" in figures),
                 f"{figures['wall_time_s']:.0f} s",
             ],

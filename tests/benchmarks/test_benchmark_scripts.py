@@ -242,3 +242,21 @@ def test_sim2real_quick_prints_json_last(tmp_path):
     assert runs["nominal"]["task_status"] == "done"
     assert runs["nominal"]["backends"]["mujoco"]["ate_m"] < runs["perturbed"]["backends"]["mujoco"]["ate_m"]
     assert (tmp_path / "perturbed" / "report.md").is_file()
+
+
+def test_vla_failures_are_told_apart_from_the_episodes_events():
+    from benchmarks.vla import failure_kind
+    from llm_planner.tabletop import Relation, TabletopTask
+
+    task = TabletopTask("Red on blue, then yellow on red.", (Relation("red", "blue"), Relation("yellow", "red")), "m")
+
+    def kind(reason, *steps, failed=False):
+        events = [{"kind": "subgoal_started", "subgoal": f"place {s}"} for s in steps]
+        events += [{"kind": "subgoal_failed", "subgoal": f"place {steps[-1]}"}] if failed else []
+        return failure_kind(task, {"reason": reason}, events)
+
+    assert kind("planner_done: vla: done (p = 0.9)", "red on blue", "blue on yellow") == "wrong step"
+    assert kind("planner_error: PlanError: pointed at", "red on blue") == "pointed at nothing"
+    assert kind("planner_done: vla: done (p = 0.7)", "red on blue") == "stopped early"
+    assert kind("planner_done: vla: done (p = 0.7)", "red on blue", "yellow on red", failed=True) == "execution"
+    assert kind("episode_limit at place red on blue", "red on blue") == "episode_limit at place red on blue"
