@@ -13,8 +13,10 @@ simulated one behind the same topics):
   ``trajectory_msgs/JointTrajectory`` for a joint trajectory controller (``command_interface="trajectory"``:
   points at ``trajectory_hz`` from the measured position to the target over one period) or a
   ``geometry_msgs/TwistStamped`` for a servo node (``"twist"``), and the fingers as ``std_msgs/Float64MultiArray``
-  ``[width / 2, width / 2]``; then it waits until the period's deadline (deadlines advance by one period each step,
-  so the time the skill spends computing is taken out of the wait and the loop keeps its rate).
+  ``[width / 2, width / 2]``; or (``"action"``) the same trajectory as a control_msgs ``FollowJointTrajectory`` goal
+  and the finger gap as a ``GripperCommand`` goal (:class:`hrl.ros.control_actions.ArmActionClients`); then it
+  waits until the period's deadline (deadlines advance by one period each step, so the time the skill spends
+  computing is taken out of the wait and the loop keeps its rate).
 - ``reset()`` does not move a robot (nothing can place the objects of a real table): it waits for fresh state.
 - ``read_only=True``: a mirror of the robot (the planner's view), whose ``step()`` raises.
 - cameras (``cameras={"front": (image_topic, depth_topic)}``; none by default): ``sensor_msgs/Image`` with the
@@ -57,11 +59,12 @@ from hrl.ros.arm_core import (
     interpolate,
     tcp_velocity,
 )
+from hrl.ros.control_actions import ArmActionClients
 from robots.arm import ArmSpec
 from robots.kinematics import KinematicChain
 from sim.tabletop.physics import PHYSICS_DT, ObjectState
 
-COMMAND_INTERFACES = ("trajectory", "twist")
+COMMAND_INTERFACES = ("trajectory", "twist", "action")
 #: Object poses kept per object (for the finite-difference velocities).
 POSE_HISTORY = 32
 _NAN3 = np.full(3, math.nan)
@@ -86,7 +89,8 @@ class RosArmPhysics:
         joint_prefix: prepended to every joint name of the spec on the wire.
         workspace: the TCP box of the safety filter (default: the scene's table, z 0..0.5 m).
         stale_timeout_s: joint states older than this hold the arm.
-        command_interface: ``trajectory`` (JointTrajectory) or ``twist`` (TwistStamped to a servo node).
+        command_interface: ``trajectory`` (JointTrajectory), ``twist`` (TwistStamped to a servo node) or ``action``
+            (FollowJointTrajectory and GripperCommand goals; needs control_msgs).
         trajectory_hz: points per second of a published trajectory.
         twist_frame: ``header.frame_id`` of the twists (the arm's base frame).
         cameras: camera name (of ``sim.tabletop.physics.CAMERAS``) -> (image topic, depth topic or "" for none),
@@ -120,6 +124,8 @@ class RosArmPhysics:
         twist_frame: str = "panda_link0",
         gripper_topic: str = "/panda_hand_controller/commands",
         gripper_qos: str = "reliable",
+        follow_joint_trajectory_action: str = "/panda_arm_controller/follow_joint_trajectory",
+        gripper_action: str = "/panda_hand_controller/gripper_cmd",
         cameras: Mapping[str, tuple[str, str]] | None = None,
         camera_qos: str = "sensor_data",
         image_timeout_s: float = 1.0,
@@ -197,7 +203,15 @@ class RosArmPhysics:
             ),
         ]
         self._publishers: list[Any] = []
-        if not read_only:
+        self._actions: ArmActionClients | None = None
+        if read_only:
+            pass
+        elif command_interface == "action":
+            try:
+                self._actions = ArmActionClients(node, follow_joint_trajectory_action, gripper_action)
+            except ImportError as err:
+                raise ValueError(f"command_interface 'action': {err}") from None
+        else:
             if command_interface == "trajectory":
                 self._arm_pub = qos.advertise(node, JointTrajectory, trajectory_topic, trajectory_qos, "trajectory_qos")
             else:
@@ -480,16 +494,13 @@ class RosArmPhysics:
         self.last_command = command
         if command.q is None or q_from is None:
             return
+        if self._actions is not None:
+            self._actions.send_trajectory(self._trajectory(q_from, command.q))
+            if command.width is not None:
+                self._actions.send_gripper(command.width)
+            return
         if self.command_interface == "trajectory":
-            msg = JointTrajectory()
-            msg.joint_names = list(self.arm_names)  # header.stamp 0: start on receipt
-            times, positions, velocities = interpolate(q_from, command.q, self.period, self.trajectory_hz)
-            for t, p, v in zip(times, positions, velocities, strict=True):
-                point = JointTrajectoryPoint()
-                point.positions, point.velocities = p.tolist(), v.tolist()
-                point.time_from_start.sec = int(t)
-                point.time_from_start.nanosec = round((t - int(t)) * 1e9)
-                msg.points.append(point)
+            msg = self._trajectory(q_from, command.q)
         else:
             msg = TwistStamped()
             msg.header.frame_id = self.twist_frame
@@ -500,6 +511,19 @@ class RosArmPhysics:
         self._arm_pub.publish(msg)
         if command.width is not None:
             self._gripper_pub.publish(Float64MultiArray(data=[command.width / 2, command.width / 2]))
+
+    def _trajectory(self, q_from: np.ndarray, q_to: np.ndarray) -> JointTrajectory:
+        """One period's trajectory from the measured ``q_from`` to ``q_to`` (header.stamp 0: start on receipt)."""
+        msg = JointTrajectory()
+        msg.joint_names = list(self.arm_names)
+        times, positions, velocities = interpolate(q_from, q_to, self.period, self.trajectory_hz)
+        for t, p, v in zip(times, positions, velocities, strict=True):
+            point = JointTrajectoryPoint()
+            point.positions, point.velocities = p.tolist(), v.tolist()
+            point.time_from_start.sec = int(t)
+            point.time_from_start.nanosec = round((t - int(t)) * 1e9)
+            msg.points.append(point)
+        return msg
 
     def _report(self, command: Command) -> None:
         """Log a hold once per fault (the value and the rule), a limit at most every few seconds."""
@@ -582,6 +606,9 @@ class RosArmPhysics:
             self.node.destroy_subscription(sub)
         for pub in self._publishers:
             self.node.destroy_publisher(pub)
+        if self._actions is not None:
+            self._actions.close()
+            self._actions = None
         self._subscriptions, self._publishers = [], []
 
 

@@ -9,7 +9,11 @@ each call with a :class:`~hrl.ros.arm_messages.SkillStatus` on ``/arm_subgoal_st
 
 Every skill step's joint target goes through the safety filter (:mod:`hrl.ros.arm_core`) and out as a
 ``trajectory_msgs/JointTrajectory`` to ``/<controller>/joint_trajectory`` (or a ``geometry_msgs/TwistStamped`` to a
-servo node with ``command_interface:=twist``) plus the fingers on ``/<gripper_controller>/commands``. The arm is held
+servo node with ``command_interface:=twist``) plus the fingers on ``/<gripper_controller>/commands``; with
+``command_interface:=action`` the same trajectory is a control_msgs ``FollowJointTrajectory`` goal to
+``/<controller>/follow_joint_trajectory`` and the fingers a ``GripperCommand`` goal to
+``/<gripper_controller>/gripper_cmd`` (control_msgs from a ROS 2 install or ``scripts/build_control_msgs.sh``). The
+arm is held
 (its measured position published once, then nothing new) on a latched ``/estop`` (std_msgs/Bool), on stale or
 non-finite joint states and on non-finite object poses; the skill call then ends ``aborted`` with the reason, as it
 does when a goal is non-finite or outside the workspace (refused before anything moves), when a newer call preempts
@@ -37,6 +41,8 @@ from hierarchy.domain import Outcome
 from hrl.ros import qos
 from hrl.ros.arm_core import Workspace, workspace_text
 from hrl.ros.arm_messages import MessageError, SkillCall, SkillStatus
+from hrl.ros.arm_physics import COMMAND_INTERFACES
+from hrl.ros.control_actions import import_actions
 from hrl.ros.params import Param, ParameterError, declare, non_empty, non_negative, positive, topic
 from sim.tabletop.physics import PHYSICS_DT
 
@@ -80,7 +86,7 @@ def parse_skills(text: str) -> dict[str, str]:
 
 
 def _command_interface(value: Any) -> str | None:
-    return None if value in ("trajectory", "twist") else "must be 'trajectory' or 'twist'"
+    return None if value in COMMAND_INTERFACES else f"must be one of {', '.join(COMMAND_INTERFACES)}"
 
 
 def _controller(value: Any) -> str | None:
@@ -117,21 +123,23 @@ PARAMS = [
     Param(
         "command_interface",
         "trajectory",
-        "trajectory: JointTrajectory to /<controller>/joint_trajectory; twist: "
-        "TwistStamped to twist_topic (a servo node)",
+        "trajectory: JointTrajectory to /<controller>/joint_trajectory; twist: TwistStamped to twist_topic (a servo "
+        "node); action: FollowJointTrajectory goals to /<controller>/follow_joint_trajectory and GripperCommand goals "
+        "to /<gripper_controller>/gripper_cmd (needs control_msgs)",
         _command_interface,
     ),
     Param(
         "controller",
         "panda_arm_controller",
-        "joint trajectory controller: trajectories go to /<controller>/joint_trajectory",
+        "joint trajectory controller: trajectories go to /<controller>/joint_trajectory (or its "
+        "follow_joint_trajectory action)",
         _controller,
     ),
     Param(
         "gripper_controller",
         "panda_hand_controller",
-        "forward command controller of the fingers: "
-        "/<gripper_controller>/commands, std_msgs/Float64MultiArray [width/2, width/2]",
+        "controller of the fingers: /<gripper_controller>/commands, std_msgs/Float64MultiArray [width/2, width/2] "
+        "(a forward command controller), or its gripper_cmd action with command_interface action",
         _controller,
     ),
     Param(
@@ -198,6 +206,11 @@ class ArmPolicyNode(Node):
         from sim.tabletop.scene import load_scene
 
         p = self.p = declare(self, PARAMS)
+        if p["command_interface"] == "action":
+            try:
+                import_actions()
+            except ImportError as err:
+                raise ParameterError(f"parameter 'command_interface' = 'action': {err}") from None
         # Subscribed before the skills load (seconds): a call or an e-stop sent meanwhile waits in DDS (reliable)
         # and is taken when the node spins, instead of being lost to a subscriber that did not exist yet.
         self.status_pub = qos.advertise(self, String, p["status_topic"], p["status_qos"], "status_qos")
@@ -233,6 +246,8 @@ class ArmPolicyNode(Node):
             twist_frame=p["twist_frame"],
             gripper_topic=f"/{p['gripper_controller'].strip('/')}/commands",
             gripper_qos=p["gripper_qos"],
+            follow_joint_trajectory_action=f"/{p['controller'].strip('/')}/follow_joint_trajectory",
+            gripper_action=f"/{p['gripper_controller'].strip('/')}/gripper_cmd",
         )
         self.env = make_env(self.scene, backend=self.physics, control_hz=p["skill_hz"])
         # -- the worker: one call at a time, the newest wins --

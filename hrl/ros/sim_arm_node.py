@@ -51,6 +51,13 @@ from trajectory_msgs.msg import JointTrajectory
 
 from hrl.base_drive import WallClock
 from hrl.ros import qos
+from hrl.ros.control_actions import (
+    INVALID_JOINTS,
+    OLD_HEADER_TIMESTAMP,
+    GoalError,
+    action_interfaces_setting,
+    resolve_action_interfaces,
+)
 from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic, whole_number
 from hrl.ros.sim_clock import received_at, take_pending
 from robots.kinematics import solve_ik
@@ -129,11 +136,56 @@ PARAMS = [
     qos.qos_param("trajectory_qos", "reliable", "the joint trajectory in"),
     qos.qos_param("twist_qos", "reliable", "the TCP twist in"),
     qos.qos_param("gripper_qos", "reliable", "the gripper command in"),
+    Param(
+        "action_interfaces",
+        "auto",
+        "serve control_msgs' FollowJointTrajectory and GripperCommand actions: auto (when control_msgs imports) | "
+        "always (stop if it does not) | never",
+        action_interfaces_setting,
+    ),
+    Param(
+        "follow_joint_trajectory_action",
+        "/panda_arm_controller/follow_joint_trajectory",
+        "control_msgs/action/FollowJointTrajectory served (the joint trajectory controller's)",
+        topic,
+    ),
+    Param(
+        "gripper_action",
+        "/panda_hand_controller/gripper_cmd",
+        "control_msgs/action/GripperCommand served: position = the gap between the fingers (m)",
+        topic,
+    ),
+    Param("goal_tolerance", 0.02, "a trajectory goal's default goal tolerance of every joint (rad)", positive),
+    Param(
+        "goal_time_s",
+        1.0,
+        "a trajectory goal's default time after its end to settle within goal tolerance (s)",
+        positive,
+    ),
+    Param("gripper_tolerance", 0.002, "a GripperCommand goal is reached within this gap (m)", positive),
+    Param(
+        "gripper_stall_s",
+        0.5,
+        "a GripperCommand goal ends stalled when the fingers stop this long short of it",
+        positive,
+    ),
 ]
 
 
-class CommandError(ValueError):
-    """A command the arm refuses (it keeps holding)."""
+class CommandError(GoalError):
+    """A command the arm refuses (it keeps holding); ``code``: the FollowJointTrajectory error code of such a goal."""
+
+
+class JointNamesError(CommandError):
+    """A trajectory that does not name each of the arm's joints once."""
+
+    code = INVALID_JOINTS
+
+
+class LateTrajectoryError(CommandError):
+    """A stamped trajectory that ended before it arrived."""
+
+    code = OLD_HEADER_TIMESTAMP
 
 
 def _seconds(duration: Any) -> float:
@@ -149,9 +201,9 @@ def parse_trajectory(
     names = list(joint_names)
     unknown = [n for n in names if n not in arm]
     if unknown:
-        raise CommandError(f"unknown joint name(s) {unknown}; this arm's joints: {', '.join(arm)}")
+        raise JointNamesError(f"unknown joint name(s) {unknown}; this arm's joints: {', '.join(arm)}")
     if len(set(names)) != len(names) or set(names) != set(arm):
-        raise CommandError(f"joint_names {names} must name each of the arm's joints once: {', '.join(arm)}")
+        raise JointNamesError(f"joint_names {names} must name each of the arm's joints once: {', '.join(arm)}")
     if not points:
         raise CommandError("the trajectory has no points")
     order = [names.index(n) for n in arm]
@@ -257,7 +309,11 @@ class SimArmNode(Node):
         self.width_target = physics.finger_width()
         self.trajectory: TrackedTrajectory | None = None
         self.twist: tuple[float, np.ndarray] | None = None  # (in force since, TCP velocity m/s)
-        self.pending: list[tuple[float, int, str, Any]] = []  # (takes effect at, order, kind, payload), a heap
+        # the action goals (hrl.ros.sim_arm_actions) whose trajectory / width is in force; None: a topic's
+        self.trajectory_goal: Any = None
+        self.gripper_goal: Any = None
+        # (takes effect at, order, kind, payload, the action goal it came from or None), a heap
+        self.pending: list[tuple[float, int, str, Any, Any]] = []
         self._order = itertools.count()
         self._last_width = (time.monotonic(), self.width_target)
         sub = qos.subscribe
@@ -285,19 +341,36 @@ class SimArmNode(Node):
         if self.cameras:
             self.publish_images()  # the first render makes the renderers (~1 s of EGL set-up), not a late tick
         self.camera_timer = self.create_timer(1.0 / p["camera_hz"], self.publish_images) if self.cameras else None
+        try:
+            serve_actions, actions_said = resolve_action_interfaces(p["action_interfaces"])
+        except ValueError as err:
+            raise ParameterError(str(err)) from None
+        self.actions = None
+        if serve_actions:
+            from hrl.ros.sim_arm_actions import SimArmActions
+
+            self.actions = SimArmActions(
+                self, p["follow_joint_trajectory_action"], p["gripper_action"], p["goal_tolerance"],
+                p["goal_time_s"], p["gripper_tolerance"], p["gripper_stall_s"],
+            )  # fmt: skip
+            actions_said += f": FollowJointTrajectory on {p['follow_joint_trajectory_action']}, GripperCommand on "
+            actions_said += p["gripper_action"]
         self.timer = self.create_timer(self.period, self.on_tick)
         # simulated time starts with the first tick (on_tick), not at start-up
         self.clock = WallClock(self.period, time.monotonic(), p["max_catch_up_steps"])
         self.started = False
+        self.simulated_until = self.clock.t0  # the end of the last simulated control period
         self.publish_state()
         self.get_logger().info(
             f"simulated {arm.name} in scene {scene.name!r} ({p['backend']}, layout seed {p['layout_seed']}) at "
-            f"{p['control_hz']:g} Hz; cameras: {', '.join(self.cameras) or 'off'}"
+            f"{p['control_hz']:g} Hz; cameras: {', '.join(self.cameras) or 'off'}; {actions_said}"
         )
 
     # ---- commands in ----------------------------------------------------------------------------------
-    def command(self, received: float, kind: str, payload: Any) -> None:
-        heapq.heappush(self.pending, (received + self.p["latency_s"], next(self._order), kind, payload))
+    def command(self, received: float, kind: str, payload: Any, goal: Any = None) -> None:
+        """Put a command received at ``received`` in force ``latency_s`` later; ``goal``: the action goal it came
+        from (:mod:`hrl.ros.sim_arm_actions`), None for a topic's."""
+        heapq.heappush(self.pending, (received + self.p["latency_s"], next(self._order), kind, payload, goal))
 
     def refuse(self, what: str, why: str) -> None:
         """Log a refused command: every trajectory (each one a plan), refused twists and gripper commands (streams)
@@ -310,20 +383,26 @@ class SimArmNode(Node):
 
     def on_trajectory(self, msg: JointTrajectory, info: Any) -> None:
         received = received_at(info)
-        points = [(list(pt.positions), list(pt.velocities), _seconds(pt.time_from_start)) for pt in msg.points]
         try:
-            times, positions = parse_trajectory(msg.joint_names, points, self.arm_joints)
+            planned = self.plan_trajectory(msg, received)
         except CommandError as err:
             return self.refuse("joint trajectory", str(err))
+        self.command(received, "trajectory", planned)
+
+    def plan_trajectory(self, msg: JointTrajectory, received: float) -> tuple[float, np.ndarray, np.ndarray]:
+        """(start on the monotonic clock, times, positions in the arm's order) of a trajectory received at
+        ``received``; :class:`CommandError` (:class:`JointNamesError`, :class:`LateTrajectoryError`) naming what
+        the arm cannot follow."""
+        points = [(list(pt.positions), list(pt.velocities), _seconds(pt.time_from_start)) for pt in msg.points]
+        times, positions = parse_trajectory(msg.joint_names, points, self.arm_joints)
         stamp = _seconds(msg.header.stamp)
         start = received if stamp == 0 else stamp - time.time() + time.monotonic()
         if start + times[-1] < received:
-            return self.refuse(
-                "joint trajectory",
+            raise LateTrajectoryError(
                 f"header.stamp {stamp:.3f} + its last time_from_start {times[-1]:.3f} s ended "
-                f"{received - start - times[-1]:.3f} s before it arrived (stamp 0: start on receipt)",
+                f"{received - start - times[-1]:.3f} s before it arrived (stamp 0: start on receipt)"
             )
-        self.command(received, "trajectory", (start + self.p["latency_s"], times, positions))
+        return start + self.p["latency_s"], times, positions
 
     def on_twist(self, msg: TwistStamped, info: Any) -> None:
         received = received_at(info)
@@ -365,16 +444,20 @@ class SimArmNode(Node):
 
     # ---- simulation -----------------------------------------------------------------------------------
     def apply_commands(self, t: float) -> None:
-        """Put the commands that have taken effect by ``t`` in force, oldest first."""
+        """Put the commands that have taken effect by ``t`` in force, oldest first (the command of an action goal
+        that ended before, cancelled, is skipped)."""
         while self.pending and self.pending[0][0] <= t:
-            since, _, kind, payload = heapq.heappop(self.pending)
+            since, _, kind, payload, goal = heapq.heappop(self.pending)
+            if goal is not None and goal.done:
+                continue
             if kind == "gripper":
-                self.width_target = payload
+                self.width_target, self.gripper_goal = payload, goal
             elif kind == "trajectory":
                 start, times, positions = payload
-                self.trajectory, self.twist = TrackedTrajectory(start, times, positions, self.q_target.copy()), None
+                self.trajectory = TrackedTrajectory(start, times, positions, self.q_target.copy())
+                self.twist, self.trajectory_goal = None, goal
             else:
-                self.trajectory, self.twist = None, (since, payload)
+                self.trajectory, self.twist, self.trajectory_goal = None, (since, payload), None
 
     def step_period(self, t: float) -> None:
         """Simulate the control period that ends at ``t`` (monotonic clock) with the commands in force."""
@@ -386,6 +469,7 @@ class SimArmNode(Node):
         elif self.twist is not None:
             self.q_target = self.servo(self.q_target, self.twist[1])
         self.physics.step(self.q_target, self.width_target)
+        self.simulated_until = t
 
     def servo(self, q: np.ndarray, velocity: np.ndarray) -> np.ndarray:
         """The joint target one period of TCP ``velocity`` beyond the commanded joints ``q``: the skills'
@@ -421,6 +505,8 @@ class SimArmNode(Node):
             self.step_period(self.clock.t0 + (k + 1) * self.period)
         if dropped:
             self.get_logger().warning(self.clock.lag_warning(due, dropped), throttle_duration_sec=5.0)
+        if self.actions is not None:
+            self.actions.update(self.simulated_until)
         self.publish_state()
 
     # ---- state out ------------------------------------------------------------------------------------
@@ -470,7 +556,17 @@ class SimArmNode(Node):
     def stop(self) -> None:
         """Forget every command: the arm holds where it is commanded to be."""
         self.pending.clear()
-        self.trajectory = self.twist = None
+        self.trajectory = self.twist = self.trajectory_goal = None
+
+    def hold_here(self) -> None:
+        """Stop the arm where it is measured to be (a cancelled or failed trajectory goal, as ros2_controllers'
+        joint trajectory controller does): the target becomes the measured joints."""
+        self.q_target, _ = self.physics.joints()
+        self.trajectory = self.twist = self.trajectory_goal = None
+
+    def hold_fingers_here(self) -> None:
+        """Stop the fingers where they are measured to be (a cancelled gripper goal)."""
+        self.width_target, self.gripper_goal = self.physics.finger_width(), None
 
     def destroy_node(self) -> None:
         self.env.close()
