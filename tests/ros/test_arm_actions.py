@@ -70,6 +70,29 @@ def test_action_interfaces_setting():
             resolve_action_interfaces("always")
 
 
+#: RIHS01 type hashes of the two actions in a colcon build of control_msgs itself (its generated
+#: ``*__description.c``): the hash covers every field's name and type, so equal hashes mean the same types on the wire.
+UPSTREAM_HASHES = {
+    "FollowJointTrajectory": "RIHS01_738ebcb7a2d7cfa42f9f1001cc99ce3a4383d1cfe508015d9be8485e4b1c66f6",
+    "GripperCommand": "RIHS01_e17c0e644eccf14bea84a0a93e0977182872c2eb7873ca6694900059b46dbc84",
+}
+
+
+@needs_control_msgs
+def test_the_actions_are_control_msgs_own_types():
+    """Whichever control_msgs imports (a ROS 2 install's, or ros_interfaces/control_msgs built by
+    scripts/build_control_msgs.sh) has upstream's type hashes."""
+    from pathlib import Path
+
+    import control_msgs
+
+    prefix = Path(control_msgs.__path__[0]).parents[3]  # <prefix>/lib/pythonX.Y/site-packages/control_msgs
+    share = prefix / "share" / "control_msgs" / "action"
+    for action, expected in UPSTREAM_HASHES.items():
+        hashes = json.loads((share / f"{action}.json").read_text())["type_hashes"]
+        assert {h["type_name"]: h["hash_string"] for h in hashes}[f"control_msgs/action/{action}"] == expected
+
+
 # ---- over DDS --------------------------------------------------------------------------------------------
 class ArmClient(ArmView):
     """The test's action clients of the simulated arm, and what it hears of it."""
