@@ -5,6 +5,7 @@
     hrl-vla -m stage=data seed=0,1,2,3 hydra/launcher=joblib   # fan out over the Hydra launchers (joblib, Ray, Slurm)
     hrl-vla stage=bc 'train_data=[a.hdf5,b.hdf5]' 'val_data=[v.hdf5]' steps=3000
     hrl-vla stage=rl init_model=runs/vla/<bc time>/model.pt rl_steps=60   # RL from execution (hierarchy/vla/rl.py)
+    hrl-vla stage=val init_model=runs/vla/<time>/model.pt episodes=60     # end-to-end success on unseen phrasings
     hrl-vla resume=runs/vla/<time>                          # continue a killed training run from its checkpoint
 
 ``stage=bc`` writes ``runs/vla/<time>/``: ``model.pt`` (``planner=vla planner.params.model=<it>``),
@@ -28,7 +29,7 @@ INTERRUPTED = 130
 
 @dataclass
 class VLAConfig:
-    stage: str = "bc"  # data | bc
+    stage: str = "bc"  # data | bc | rl | val
     # stage=data
     scenes: list[str] = field(default_factory=lambda: ["blocks", "sort", "clear"])
     backend: str = "mujoco"
@@ -47,6 +48,7 @@ class VLAConfig:
     save_every: int = 250
     shift: int = 4
     width: int = 16
+    attention: bool = True
     device: str = "cpu"
     threads: int | None = None
     # stage=rl
@@ -60,14 +62,19 @@ class VLAConfig:
     resume: bool = False
 
     def check(self) -> None:
-        if self.stage not in ("data", "bc", "rl"):
-            raise ValueError(f"stage must be 'data', 'bc' or 'rl', got {self.stage!r}")
+        if self.stage not in ("data", "bc", "rl", "val"):
+            raise ValueError(f"stage must be 'data', 'bc', 'rl' or 'val', got {self.stage!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
         if self.stage == "data":
             self.data_config().check()
         elif self.stage == "bc":
             self.bc_config().check()
+        elif self.stage == "val":
+            if not self.init_model:
+                raise ValueError("stage=val needs init_model=<model.pt> (or shipped:<name>): the model to validate")
+            if self.episodes < 1:
+                raise ValueError(f"episodes must be >= 1, got {self.episodes}")
         else:
             self.rl_config().check()
 
@@ -115,6 +122,7 @@ class VLAConfig:
             shift=self.shift,
             seed=self.seed,
             width=self.width,
+            attention=self.attention,
             device=self.device,
             resume=self.resume,
         )
@@ -156,6 +164,16 @@ def _run(config: VLAConfig, run_dir: Path) -> int:
                     f"[hrl-vla] data: {summary['samples']} samples in {summary['episodes']} episodes, "
                     f"{summary['seconds']:.0f} s -> {out}"
                 )
+                return 0
+            if config.stage == "val":
+                from hierarchy.vla.rl import validate_episodes
+
+                val = validate_episodes(
+                    config.init_model, tuple(config.scenes), config.episodes, config.seed, config.backend
+                )
+                (run_dir / "val_episodes.json").write_text(json.dumps(val, indent=2))
+                scores = ", ".join(f"{s} {val[s]:.0%}" for s in config.scenes)
+                print(f"[hrl-vla] val: {val['all']:.0%} end to end ({scores}) -> {run_dir / 'val_episodes.json'}")
                 return 0
             if config.stage == "rl":
                 from hierarchy.vla.rl import train_rl

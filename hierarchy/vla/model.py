@@ -11,6 +11,12 @@ the bottleneck (mean- and max-pooled), the last features (max-pooled) and the in
 
 The instruction arrives as frozen sub-word embeddings (:mod:`.text`); a bidirectional GRU (learned) reads them
 in order ("red on blue" is not "blue on red") and attention-pools them into one vector.
+
+With ``attention`` (the default of new models; models trained before it load without), one transformer block sits
+at the bottleneck (S/8 cells): the cells attend to each other (a relation such as "the bin next to the red bin"
+or "between" spans the table, more than a stack of 3x3 convolutions sees) and then to the instruction's words
+one by one (a multi-step instruction names several blocks; one pooled vector has to blur them, a cell can look
+up the word that concerns it).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ class NetConfig:
     width: int = 16  # channels of the first block; doubles twice
     depth_centre: float = 1.0  # m: depth is fed as (d - centre) / scale
     depth_scale: float = 0.5
+    attention: bool = False  # a transformer block at the bottleneck (self- and cross-attention to the words)
+    heads: int = 4
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,8 +65,9 @@ class TextEncoder(nn.Module):
         self.attend = nn.Linear(2 * hidden, 1)
         self.out_dim = 2 * hidden
 
-    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``tokens`` (B, L, dim), ``mask`` (B, L) True where a token is -> (B, 2 * hidden)."""
+    def forward(self, tokens: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``tokens`` (B, L, dim), ``mask`` (B, L) True where a token is -> the pooled vector (B, 2 * hidden) and
+        the per-token states (B, L, 2 * hidden)."""
         lengths = mask.sum(1).clamp(min=1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(
             torch.tanh(self.proj(tokens)), lengths, batch_first=True, enforce_sorted=False
@@ -66,7 +75,30 @@ class TextEncoder(nn.Module):
         h, _ = self.gru(packed)
         h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=tokens.shape[1])
         score = self.attend(h).squeeze(-1).masked_fill(~mask, float("-inf"))
-        return (torch.softmax(score, dim=1).unsqueeze(-1) * h).sum(1)
+        return (torch.softmax(score, dim=1).unsqueeze(-1) * h).sum(1), h
+
+
+class BottleneckAttention(nn.Module):
+    """Pre-norm transformer block over the bottleneck's cells: self-attention (with a learned position per cell),
+    cross-attention to the instruction's token states, an MLP; all residual."""
+
+    def __init__(self, channels: int, text_channels: int, cells: int, heads: int) -> None:
+        super().__init__()
+        self.pos = nn.Parameter(torch.zeros(1, cells * cells, channels))
+        self.norms = nn.ModuleList(nn.LayerNorm(channels) for _ in range(3))
+        self.self_attn = nn.MultiheadAttention(channels, heads, batch_first=True)
+        self.cross = nn.MultiheadAttention(channels, heads, kdim=text_channels, vdim=text_channels, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(channels, 2 * channels), nn.ReLU(), nn.Linear(2 * channels, channels))
+
+    def forward(self, h: torch.Tensor, states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, c, hh, ww = h.shape
+        x = h.flatten(2).transpose(1, 2) + self.pos
+        y = self.norms[0](x)
+        x = x + self.self_attn(y, y, y, need_weights=False)[0]
+        y = self.norms[1](x)
+        x = x + self.cross(y, states, states, key_padding_mask=~mask, need_weights=False)[0]
+        x = x + self.mlp(self.norms[2](x))
+        return x.transpose(1, 2).reshape(b, c, hh, ww)
 
 
 class VLANet(nn.Module):
@@ -84,6 +116,9 @@ class VLANet(nn.Module):
         self.down2 = FiLMBlock(2 * w, 4 * w, cond, stride=2)  # S/8
         self.mid = FiLMBlock(4 * w, 4 * w, cond)
         self.mid2 = FiLMBlock(4 * w, 4 * w, cond)
+        self.attend = (
+            BottleneckAttention(4 * w, self.text.out_dim, cfg.image_size // 8, cfg.heads) if cfg.attention else None
+        )
         self.up1 = FiLMBlock(4 * w + 2 * w, 2 * w, cond)  # S/4
         self.up2 = FiLMBlock(2 * w + w, w, cond)  # S/2
         self.kernels = nn.Linear(cond, 2 * (w + 1))  # a 1x1 kernel and bias per head (pick, place)
@@ -102,10 +137,13 @@ class VLANet(nn.Module):
         ramp = torch.linspace(-1.0, 1.0, s, device=rgb.device)
         coords = torch.stack(torch.meshgrid(ramp, ramp, indexing="ij")).expand(b, 2, s, s)
         x = torch.cat([x, d, coords], dim=1)
-        c = torch.cat([self.text(tokens, mask), F.relu(self.proprio(proprio))], dim=-1)
+        pooled_text, states = self.text(tokens, mask)
+        c = torch.cat([pooled_text, F.relu(self.proprio(proprio))], dim=-1)
         h1 = self.stem(x, c)
         h2 = self.down1(h1, c)
         h3 = self.mid2(self.mid(self.down2(h2, c), c), c)
+        if self.attend is not None:
+            h3 = self.attend(h3, states, mask)
         u = self.up1(torch.cat([F.interpolate(h3, scale_factor=2.0, mode="nearest"), h2], 1), c)
         u = self.up2(torch.cat([F.interpolate(u, scale_factor=2.0, mode="nearest"), h1], 1), c)
         k = self.kernels(c).view(b, 2, -1)

@@ -68,11 +68,17 @@ class Step:
     place: int
 
 
-def sample_step(planner: Any, text: str, image: Any, proprio: np.ndarray, rng: np.random.Generator, temperature: float):
-    """One sampled decision: (done, pick cell, place cell)."""
+def sample_step(
+    planner: Any, text: str, image: Any, proprio: np.ndarray, rng: np.random.Generator | None, temperature: float
+):
+    """One decision: (done, pick cell, place cell), sampled, or with ``rng=None`` the planner's own (the best
+    cells, done at its threshold)."""
     import torch
 
     pl, ql, dl = planner.forward(text, image.rgb, image.depth, proprio)
+    if rng is None:
+        done = float(torch.sigmoid(dl)[0]) >= planner.done_threshold
+        return done, int(pl[0].flatten().argmax()), int(ql[0].flatten().argmax())
     done = bool(rng.random() < float(torch.sigmoid(dl)[0]))
 
     def draw(logits: Any) -> int:
@@ -94,8 +100,10 @@ def cell_pixel(cell: int, half: int) -> tuple[float, float]:
     return (cell % half) * 2 + 1.0, (cell // half) * 2 + 1.0
 
 
-def run_episode(planner: Any, env: Any, task: Any, seed: int, rng: np.random.Generator, cfg: RLConfig, domain: Any):
-    """One sampled episode; returns (steps, reward, success)."""
+def run_episode(
+    planner: Any, env: Any, task: Any, seed: int, rng: np.random.Generator, cfg: RLConfig, domain: Any, sample=True
+):
+    """One episode, sampled (or, ``sample=False``, the planner's own decisions); returns (steps, reward, success)."""
     from hierarchy.vla.data import observe, place_kinematically
 
     env.reset(seed=seed)
@@ -104,7 +112,7 @@ def run_episode(planner: Any, env: Any, task: Any, seed: int, rng: np.random.Gen
     half = planner.size // 2
     for _ in range(len(task.goals) + 2):
         image, proprio = observe(env, planner.size)
-        done, pick, place = sample_step(planner, task.text, image, proprio, rng, cfg.temperature)
+        done, pick, place = sample_step(planner, task.text, image, proprio, rng if sample else None, cfg.temperature)
         steps.append(Step(image.rgb, image.depth, proprio, done, pick, place))
         if done:
             said_done = True
@@ -130,6 +138,51 @@ def run_episode(planner: Any, env: Any, task: Any, seed: int, rng: np.random.Gen
     success = progress == 1.0
     reward = progress + (1.0 if success and said_done else 0.0)
     return steps, reward, success
+
+
+def val_layout_seed(seed: int, scene_index: int, n: int) -> int:
+    """The layout of the n-th validation episode: the demonstrations' draw from a seed range of its own."""
+    from hierarchy.vla.data import layout_seed
+
+    return layout_seed("val", 20_000 + seed, scene_index, n)
+
+
+def validate_episodes(
+    model: str,
+    scenes: tuple[str, ...] = ("blocks", "sort", "clear"),
+    episodes: int = 60,
+    seed: int = 0,
+    backend: str = "mujoco",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """End-to-end success on the generator's val split (unseen templates and words), each task in a fresh layout
+    (none a demonstration's, RL's or the test's), with the planner's own decisions and the kinematic executor:
+    what to choose a model by before the test (``hrl-vla stage=val``). Returns success per scene and overall."""
+    from tqdm import tqdm
+
+    from hierarchy.tabletop import TabletopDomain, make_env
+    from hierarchy.vla.planner import VLAPlanner
+    from llm_planner.posttrain.tabletop_instructions import generate_tabletop
+
+    planner = VLAPlanner(model=model)
+    domain, cfg, rng = TabletopDomain(), RLConfig(init_model=model), np.random.default_rng(seed)
+    out: dict[str, Any] = {"model": str(planner.path), "episodes_per_scene": episodes, "seed": seed}
+    wins = []
+    with tqdm(total=episodes * len(scenes), desc="vla val", disable=not progress) as bar:
+        for si, scene in enumerate(scenes):
+            env = make_env(scene, backend=backend)
+            try:
+                tasks = generate_tabletop(scene, episodes, split="val", seed=seed + 11)
+                ok = []
+                for i, task in enumerate(tasks):
+                    ok.append(run_episode(planner, env, task, val_layout_seed(seed, si, i), rng, cfg, domain, False)[2])
+                    bar.update(1)
+            finally:
+                env.close()
+            out[scene] = round(float(np.mean(ok)), 4)
+            wins += ok
+    out["all"] = round(float(np.mean(wins)), 4)
+    return out
 
 
 def log_probs(planner: Any, text: Any, steps: list[Step], texts: list[str]):

@@ -39,6 +39,7 @@ class BCConfig:
     tolerance_cells: float = 1.5  # a pick/place is right within this many heatmap cells (~2 cm each at 96 px)
     seed: int = 0
     width: int = 16
+    attention: bool = True  # the bottleneck transformer block (hierarchy/vla/model.py)
     device: str = "cpu"  # cpu | cuda | cuda:<i> | auto (cuda when torch sees a GPU)
     resume: bool = False
 
@@ -222,16 +223,21 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     text = TextCache(embeddings)
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
-    net = VLANet(NetConfig(image_size=size, text_dim=embeddings.dim, width=cfg.width)).to(device)
-    opt = torch.optim.AdamW(net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: schedule(s, cfg.steps))
-    rng = np.random.default_rng(cfg.seed)
-    start, started = 0, time.perf_counter()
+    net_cfg = NetConfig(image_size=size, text_dim=embeddings.dim, width=cfg.width, attention=cfg.attention)
     ckpt = run_dir / "checkpoints" / "last.pt"
+    state = None
     if cfg.resume:
         if not ckpt.is_file():
             raise ValueError(f"resume: {ckpt} is missing; nothing to continue")
         state = torch.load(ckpt, map_location=device, weights_only=False)
+        # the network the run was started with (checkpoints from before `net` was saved had no attention block)
+        net_cfg = NetConfig(**state.get("net", {**net_cfg.to_dict(), "attention": False}))
+    net = VLANet(net_cfg).to(device)
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: schedule(s, cfg.steps))
+    rng = np.random.default_rng(cfg.seed)
+    start, started = 0, time.perf_counter()
+    if state is not None:
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
@@ -280,6 +286,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
                 ckpt,
                 {
                     "model": net.state_dict(),
+                    "net": net.cfg.to_dict(),
                     "optimizer": opt.state_dict(),
                     "scheduler": sched.state_dict(),
                     "rng": rng.bit_generator.state,
