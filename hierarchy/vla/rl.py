@@ -154,17 +154,19 @@ def validate_episodes(
     seed: int = 0,
     backend: str = "mujoco",
     progress: bool = True,
+    **planner_params: Any,
 ) -> dict[str, Any]:
     """End-to-end success on the generator's val split (unseen templates and words), each task in a fresh layout
     (none a demonstration's, RL's or the test's), with the planner's own decisions and the kinematic executor:
-    what to choose a model by before the test (``hrl-vla stage=val``). Returns success per scene and overall."""
+    what to choose a model (and ``planner_params``, VLAPlanner's) by before the test (``hrl-vla stage=val``).
+    Returns success per scene and overall."""
     from tqdm import tqdm
 
     from hierarchy.tabletop import TabletopDomain, make_env
     from hierarchy.vla.planner import VLAPlanner
     from llm_planner.posttrain.tabletop_instructions import generate_tabletop
 
-    planner = VLAPlanner(model=model)
+    planner = VLAPlanner(model=model, **planner_params)
     domain, cfg, rng = TabletopDomain(), RLConfig(init_model=model), np.random.default_rng(seed)
     out: dict[str, Any] = {"model": str(planner.path), "episodes_per_scene": episodes, "seed": seed}
     wins = []
