@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # Extras installed by `make setup` (pybullet: the second physics backend; llm: the embedded planner, its
-# llama.cpp wheel built once per machine and cached in WHEEL_CACHE; ros: ROS 2 from PyPI wheels; panda: panda-gym,
+# llama.cpp wheel built once per machine and cached in WHEEL_CACHE; ros: ROS 2 from PyPI wheels, and control_msgs'
+# two arm actions compiled from ros_interfaces/ (~50 s once per machine, then cached); panda: panda-gym,
 # the foreign goal env hrl-train is tested on). Others are opt-in: make setup EXTRAS=mujoco,...,dev,cluster
 EXTRAS ?= mujoco,pybullet,rl,llm,ros,posttrain,vla,panda,dev
 LLAMA_CPP_VERSION ?= 0.3.36
@@ -19,7 +20,7 @@ LLM := $(findstring llm,$(EXTRAS))
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/cache_llama_wheel.sh
+$(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/cache_llama_wheel.sh scripts/build_control_msgs.sh $(wildcard ros_interfaces/control_msgs/*/*)
 	bash scripts/install_system_deps.sh
 	@$(PYTHON) -c "import sys; sys.exit(sys.version_info < (3, 11))" || { echo "need Python >= 3.11 as $(PYTHON) (make setup PYTHON=python3.11)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +28,7 @@ $(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/cache_llama_whee
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet "$(TORCH_SPEC)"
 	$(if $(LLM),bash scripts/cache_llama_wheel.sh $(PY) $(LLAMA_CPP_VERSION) $(WHEEL_CACHE))
 	$(PIP) install --quiet --find-links $(WHEEL_CACHE) -e ".[$(EXTRAS)]" $(if $(LLM),"llama-cpp-python[server]==$(LLAMA_CPP_VERSION)")
+	$(if $(findstring ros,$(EXTRAS)),bash scripts/build_control_msgs.sh $(PY) $(HOME)/.cache/hrl-stack/control_msgs)
 	rm -f $(VENV)/.setup-*
 	touch $@
 

@@ -25,7 +25,8 @@ def generate_launch_description():
         DeclareLaunchArgument(
             "command_interface",
             default_value="trajectory",
-            description="trajectory: a joint trajectory controller | twist: a servo node (MoveIt Servo style)",
+            description="trajectory: a joint trajectory controller | twist: a servo node (MoveIt Servo style) | "
+            "action: the controllers' control_msgs actions (FollowJointTrajectory, GripperCommand)",
         ),
         DeclareLaunchArgument(
             "planner",

@@ -27,7 +27,9 @@ def generate_launch_description():
         ),
         DeclareLaunchArgument("layout_seed", default_value="0", description="seed of the scene's object layout"),
         DeclareLaunchArgument(
-            "command_interface", default_value="trajectory", description="arm commands: trajectory | twist"
+            "command_interface",
+            default_value="trajectory",
+            description="arm commands: trajectory | twist | action (control_msgs goals)",
         ),
         DeclareLaunchArgument(
             "planner",
