@@ -47,6 +47,7 @@ class VLAConfig:
     eval_every: int = 250
     save_every: int = 250
     shift: int = 4
+    augment: str = "light"
     width: int = 16
     attention: bool = True
     device: str = "cpu"
@@ -120,6 +121,7 @@ class VLAConfig:
             eval_every=self.eval_every,
             save_every=self.save_every,
             shift=self.shift,
+            augment=self.augment,
             seed=self.seed,
             width=self.width,
             attention=self.attention,

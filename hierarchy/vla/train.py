@@ -36,6 +36,7 @@ class BCConfig:
     eval_every: int = 250
     save_every: int = 250
     shift: int = 4  # pixels of random image shift
+    augment: str = "light"  # light | strong (domain randomisation of the look: AUGMENTS)
     tolerance_cells: float = 1.5  # a pick/place is right within this many heatmap cells (~2 cm each at 96 px)
     seed: int = 0
     width: int = 16
@@ -50,6 +51,8 @@ class BCConfig:
             value = getattr(self, key)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key} must be a positive integer, got {value!r}")
+        if self.augment not in AUGMENTS:
+            raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         resolve_device(self.device)
@@ -84,8 +87,18 @@ class TextCache:
         return self._cache[text]
 
 
-def batch_tensors(samples: Any, index: np.ndarray, text: TextCache, rng: np.random.Generator | None, shift: int):
-    """The network's inputs and targets for ``index``; with ``rng`` augmented (shift, brightness)."""
+#: ``augment`` choices: ``light`` scales the brightness by 0.8-1.2; ``strong`` is domain randomisation of the
+#: look: brightness x0.3-2 (log-uniform), contrast x0.7-1.3, each colour channel x0.9-1.1 (a light's tint, small
+#: enough that red stays red), and the background (where the camera hits nothing, depth at the far plane) a
+#: random colour, since one simulator renders it black and the other white.
+AUGMENTS = ("light", "strong")
+FAR = 2.9  # m: depth at or beyond this is "nothing hit" (both simulators write the far plane, 3 m)
+
+
+def batch_tensors(
+    samples: Any, index: np.ndarray, text: TextCache, rng: np.random.Generator | None, shift: int, augment="light"
+):
+    """The network's inputs and targets for ``index``; with ``rng`` augmented (shift, and ``augment``'s look)."""
     import torch
 
     from hierarchy.vla.model import pad_tokens
@@ -96,10 +109,17 @@ def batch_tensors(samples: Any, index: np.ndarray, text: TextCache, rng: np.rand
     if rng is not None:
         for i in range(len(index)):
             dx, dy = rng.integers(-shift, shift + 1, 2) if shift else (0, 0)
-            rgb[i] = np.roll(rgb[i], (dy, dx), axis=(0, 1)) * rng.uniform(0.8, 1.2)
+            rgb[i] = np.roll(rgb[i], (dy, dx), axis=(0, 1))
             depth[i] = np.roll(depth[i], (dy, dx), axis=(0, 1))
             actions[i, [0, 2]] += dx
             actions[i, [1, 3]] += dy
+            if augment == "strong":
+                rgb[i][~(depth[i] < FAR)] = rng.uniform(0, 255, 3)
+                mean = rgb[i].mean()
+                rgb[i] = (rgb[i] - mean) * rng.uniform(0.7, 1.3) + mean
+                rgb[i] *= np.exp(rng.uniform(np.log(0.3), np.log(2.0))) * rng.uniform(0.9, 1.1, 3)
+            else:
+                rgb[i] *= rng.uniform(0.8, 1.2)
         rgb = np.clip(rgb, 0, 255)
     tokens, mask = pad_tokens([text(samples.instruction[i]) for i in index])
     return (
@@ -255,7 +275,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     running: list[dict[str, float]] = []
     for step in bar:
         index = rng.integers(0, len(train_set), cfg.batch_size)
-        batch = tuple(t.to(device) for t in batch_tensors(train_set, index, text, rng, cfg.shift))
+        batch = tuple(t.to(device) for t in batch_tensors(train_set, index, text, rng, cfg.shift, cfg.augment))
         loss, parts = losses(net, batch)
         opt.zero_grad()
         loss.backward()

@@ -212,6 +212,27 @@ def test_planner_says_done_on_a_finished_scene_and_names_what_it_points_at(train
         planner.plan_image(samples.instruction[0], image0, samples.proprio[0], far)
 
 
+def test_strong_augmentation_randomises_the_look_not_the_labels(demos):
+    """augment=strong: the background (depth at the far plane) one random colour per image, the brightness
+    changed, the demonstrated pixels where they were (no shift asked)."""
+    from hierarchy.vla.train import FAR, TextCache, batch_tensors
+    from hierarchy.vla.text import token_embeddings
+
+    samples = read_dataset(demos[0])
+    text, index = TextCache(token_embeddings()), np.array([0, 0, 1])
+    rgb, depth, _, _, _, actions = batch_tensors(samples, index, text, np.random.default_rng(0), 0, "strong")
+    rgb, depth = rgb.numpy().astype(int), depth.numpy()
+    far = depth >= FAR
+    assert far.any(axis=(1, 2)).all()
+    backgrounds = [np.unique(rgb[i][far[i]], axis=0) for i in range(3)]
+    assert all(len(b) == 1 for b in backgrounds) and not np.array_equal(backgrounds[0], backgrounds[1])
+    plain = samples.rgb[index].astype(int)
+    assert not np.array_equal(rgb[0][~far[0]], plain[0][~far[0]])
+    assert np.array_equal(actions.numpy(), samples.actions[index], equal_nan=True)  # a done step has no pixels
+    with pytest.raises(ValueError, match="augment must be one of light, strong, got 'heavy'"):
+        BCConfig(train_data=["x"], augment="heavy").check()
+
+
 def test_training_devices_are_checked():
     with pytest.raises(ValueError, match="device must be cpu, cuda, cuda:<i> or auto, got 'tpu'"):
         BCConfig(train_data=["x"], device="tpu").check()
