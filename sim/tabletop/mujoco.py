@@ -31,6 +31,10 @@ FINGER_KP, FINGER_KV = 2000.0, 50.0
 #: Collision classes: the robot touches the scene but not itself (as PyBullet loads a URDF by default).
 ROBOT_BITS = (1, 2)  # contype, conaffinity
 SCENE_BITS = (3, 3)
+#: A painted mark (a zone): a bit nothing else has, so it touches nothing. Not (0, 0): the compiler drops geoms
+#: that take no part in contacts as visual-only (discardvisual, on for the Panda's URDF), and the zone vanished
+#: from every MuJoCo render while PyBullet drew it.
+PAINT_BITS = (4, 4)
 #: Sliding, torsional and rolling friction of grasp contacts (condim 4 adds torsional friction, so a
 #: cube held between two pads does not spin out).
 TORSION = 0.01
@@ -138,7 +142,7 @@ def _build(scene: TabletopScene, arm: ArmSpec) -> mujoco.MjModel:
 
 def _add_place(world, place) -> None:
     for box in place_boxes(place):
-        bits = SCENE_BITS if box.solid else (0, 0)
+        bits = SCENE_BITS if box.solid else PAINT_BITS
         world.add_geom(name=box.name, type=mujoco.mjtGeom.mjGEOM_BOX, size=box.half, pos=box.center,
                        rgba=list(place.rgba), friction=STATIC_FRICTION,
                        contype=bits[0], conaffinity=bits[1])  # fmt: skip

@@ -22,6 +22,29 @@ def test_pixels_of_objects_lift_back_onto_them(backend):
         env.close()
 
 
+@pytest.mark.parametrize("backend", ["mujoco", "pybullet"])
+def test_every_place_is_in_the_picture_in_its_colour(backend):
+    """Both engines draw every place, the painted zone too (MuJoCo once dropped it as visual-only), and the
+    zone takes part in no contact."""
+    env = make_env("sort", backend=backend)
+    try:
+        env.reset(seed=0)
+        image = env.unwrapped.camera_image("front", 96, depth=False)
+        for place in env.unwrapped.scene.places:
+            u, v = image.project(np.array([*place.center, 0.002]))
+            r, g, b = image.rgb[int(v), int(u)].astype(int)
+            want = {"yellow": r > 2 * b and g > 2 * b, "white": min(r, g, b) > 80, "red": r > 2 * max(g, b),
+                    "green": g > 2 * max(r, b), "blue": b > 2 * max(r, g)}[place.color]  # fmt: skip
+            assert want, (place.name, place.color, (r, g, b))
+        if backend == "mujoco":  # the zone pairs with no geom for contacts
+            m = env.unwrapped.physics.model
+            zone = m.geom("zone")
+            others = [m.geom(i) for i in range(m.ngeom) if i != zone.id]
+            assert not any(zone.contype & g.conaffinity or g.contype & zone.conaffinity for g in others)
+    finally:
+        env.close()
+
+
 def test_goal_marker_is_not_in_the_picture_and_comes_back():
     env = make_env("blocks", backend="mujoco")
     try:
