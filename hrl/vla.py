@@ -47,7 +47,7 @@ class VLAConfig:
     eval_every: int = 250
     save_every: int = 250
     shift: int = 4
-    augment: str = "light"
+    augment: str = "strong"
     width: int = 16
     attention: bool = True
     device: str = "cpu"

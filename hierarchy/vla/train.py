@@ -36,7 +36,7 @@ class BCConfig:
     eval_every: int = 250
     save_every: int = 250
     shift: int = 4  # pixels of random image shift
-    augment: str = "light"  # light | strong (domain randomisation of the look: AUGMENTS)
+    augment: str = "strong"  # strong (domain randomisation of the look: AUGMENTS) | light
     tolerance_cells: float = 1.5  # a pick/place is right within this many heatmap cells (~2 cm each at 96 px)
     seed: int = 0
     width: int = 16

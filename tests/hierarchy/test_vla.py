@@ -42,7 +42,9 @@ def trained(demos, tmp_path_factory):
     """A network trained to memorise the four demonstrations (real training, 150 steps)."""
     torch.manual_seed(0)
     run = tmp_path_factory.mktemp("vla_run")
-    cfg = BCConfig(train_data=[str(demos[0])], steps=150, batch_size=8, eval_every=75, save_every=75, shift=0)
+    cfg = BCConfig(
+        train_data=[str(demos[0])], steps=150, batch_size=8, eval_every=75, save_every=75, shift=0, augment="light"
+    )
     cfg.learning_rate = 5e-3
     result = train(cfg, run, progress=False)
     return run, result
