@@ -117,12 +117,40 @@ def test_resume_keeps_the_network_the_run_started_with(demos, tmp_path):
     assert not any(k.startswith("attend.") for k in state["state_dict"])
 
 
-def test_models_from_before_the_attention_block_still_plan():
-    """The shipped model was trained without the bottleneck attention: it loads and reads a plain instruction."""
+def test_models_from_before_the_attention_block_still_load(demos, tmp_path):
+    """A model.pt written before the attention block existed (no `attention` in its network config) loads as
+    the network it was, and plans."""
+    from hierarchy.vla.planner import VLAPlanner
+
+    small = dict(train_data=[str(demos[0])], batch_size=4, eval_every=5, save_every=5, shift=0)
+    train(BCConfig(steps=5, attention=False, **small), tmp_path, progress=False)
+    state = torch.load(tmp_path / "model.pt", weights_only=False)
+    for key in ("attention", "heads"):
+        del state["net"][key]
+    torch.save(state, tmp_path / "old.pt")
+    planner = VLAPlanner(model=str(tmp_path / "old.pt"))
+    assert planner.net.attend is None
+    samples = read_dataset(demos[0])
+    from sim.tabletop.physics import CAMERAS, CameraImage
+
+    image = CameraImage(samples.rgb[0], samples.depth[0].astype(np.float32), CAMERAS["front"])
+    env = make_env("blocks", backend="mujoco")
+    try:
+        env.reset(seed=0)
+        view = TabletopDomain().observe(env)
+    finally:
+        env.close()
+    try:
+        plan = planner.plan_image(samples.instruction[0], image, samples.proprio[0], view)
+        assert plan.subgoals[0].kind == "place"
+    except (PlanDone, PlanError):
+        pass  # five steps of training may point at nothing or say done; what matters is that it runs
+
+
+def test_the_shipped_model_reads_a_plain_instruction():
     from hierarchy.vla.planner import VLAPlanner
 
     planner = VLAPlanner(model="shipped:vla_tabletop")
-    assert planner.net.attend is None
     env = make_env("blocks", backend="mujoco")
     try:
         env.reset(seed=eval_layout_seed(7, 0, 0))
@@ -132,16 +160,6 @@ def test_models_from_before_the_attention_block_still_plan():
         env.close()
     step = plan.subgoals[0]
     assert isinstance(step, PlaceSubgoal) and (step.object, step.on) == ("red_block", "blue_block"), plan
-
-
-def test_validation_runs_unseen_phrasings_end_to_end_on_fresh_layouts():
-    """stage=val: the shipped model on the generator's val split, its own decisions, kinematic execution. It
-    solved 98 % of 60 of the blocks scene's val tasks when shipped."""
-    from hierarchy.vla.rl import val_layout_seed, validate_episodes
-
-    val = validate_episodes("shipped:vla_tabletop", ("blocks",), episodes=12, progress=False)
-    assert val["blocks"] >= 0.75 and val["all"] == val["blocks"], val
-    assert len({val_layout_seed(0, 0, i) for i in range(12)}) == 12
 
 
 def test_resume_continues_from_the_checkpoint(trained, demos, tmp_path):
@@ -217,8 +235,8 @@ def test_planner_says_done_on_a_finished_scene_and_names_what_it_points_at(train
 def test_strong_augmentation_randomises_the_look_not_the_labels(demos):
     """augment=strong: the background (depth at the far plane) one random colour per image, the brightness
     changed, the demonstrated pixels where they were (no shift asked)."""
-    from hierarchy.vla.train import FAR, TextCache, batch_tensors
     from hierarchy.vla.text import token_embeddings
+    from hierarchy.vla.train import FAR, TextCache, batch_tensors
 
     samples = read_dataset(demos[0])
     text, index = TextCache(token_embeddings()), np.array([0, 0, 1])
