@@ -96,7 +96,7 @@ FAR = 2.9  # m: depth at or beyond this is "nothing hit" (both simulators write 
 
 
 def batch_tensors(
-    samples: Any, index: np.ndarray, text: TextCache, rng: np.random.Generator | None, shift: int, augment="light"
+    samples: Any, index: np.ndarray, text: TextCache, rng: np.random.Generator | None, shift: int, augment="strong"
 ):
     """The network's inputs and targets for ``index``; with ``rng`` augmented (shift, and ``augment``'s look)."""
     import torch

@@ -50,6 +50,23 @@ def trained(demos, tmp_path_factory):
     return run, result
 
 
+def demo_image(samples, i: int):
+    """The camera image of demonstration sample ``i``, as the planner gets it."""
+    from sim.tabletop.physics import CAMERAS, CameraImage
+
+    return CameraImage(samples.rgb[i], samples.depth[i].astype(np.float32), CAMERAS["front"])
+
+
+def blocks_view():
+    """The blocks scene's view (names and positions) in layout 0."""
+    env = make_env("blocks", backend="mujoco")
+    try:
+        env.reset(seed=0)
+        return TabletopDomain().observe(env)
+    finally:
+        env.close()
+
+
 def test_dataset_round_trip_and_labels_point_at_the_right_things(demos):
     path, summary = demos
     assert summary["episodes"] == 4 and summary["samples"] == 2 + 3 + 2 + 3  # a sample per goal, one "done"
@@ -131,17 +148,8 @@ def test_models_from_before_the_attention_block_still_load(demos, tmp_path):
     planner = VLAPlanner(model=str(tmp_path / "old.pt"))
     assert planner.net.attend is None
     samples = read_dataset(demos[0])
-    from sim.tabletop.physics import CAMERAS, CameraImage
-
-    image = CameraImage(samples.rgb[0], samples.depth[0].astype(np.float32), CAMERAS["front"])
-    env = make_env("blocks", backend="mujoco")
     try:
-        env.reset(seed=0)
-        view = TabletopDomain().observe(env)
-    finally:
-        env.close()
-    try:
-        plan = planner.plan_image(samples.instruction[0], image, samples.proprio[0], view)
+        plan = planner.plan_image(samples.instruction[0], demo_image(samples, 0), samples.proprio[0], blocks_view())
         assert plan.subgoals[0].kind == "place"
     except (PlanDone, PlanError):
         pass  # five steps of training may point at nothing or say done; what matters is that it runs
@@ -213,20 +221,12 @@ def test_planner_says_done_on_a_finished_scene_and_names_what_it_points_at(train
     run, _ = trained
     planner = VLAPlanner(model=str(run / "model.pt"))
     samples = read_dataset(demos[0])
-    from sim.tabletop.physics import CAMERAS, CameraImage
-
     done_index = int(np.flatnonzero(samples.actions[:, 4] > 0.5)[0])
-    image = CameraImage(samples.rgb[done_index], samples.depth[done_index].astype(np.float32), CAMERAS["front"])
-    env = make_env("blocks", backend="mujoco")
-    try:
-        env.reset(seed=0)
-        view = TabletopDomain().observe(env)
-    finally:
-        env.close()
+    image, view = demo_image(samples, done_index), blocks_view()
     with pytest.raises(PlanDone, match="vla: done"):
         planner.plan_image(samples.instruction[done_index], image, samples.proprio[done_index], view)
     # a step whose points land where this (other) layout has nothing: a PlanError saying where it pointed
-    image0 = CameraImage(samples.rgb[0], samples.depth[0].astype(np.float32), CAMERAS["front"])
+    image0 = demo_image(samples, 0)
     far = replace(view, objects=tuple(replace(o, position=(o.position[0], 0.6, o.position[2])) for o in view.objects))
     with pytest.raises(PlanError, match=r"pointed at \(.*\) to pick, \d+ cm from the nearest block"):
         planner.plan_image(samples.instruction[0], image0, samples.proprio[0], far)
