@@ -172,7 +172,7 @@ def test_the_tabletop_env_takes_a_physics_instance():
         ("skill_hz", 30.0, "must divide 500 Hz"),
         ("workspace", "0,0,0,1,1", "xmin,ymin,zmin,xmax,ymax,zmax"),
         ("skills", "reach", "name=policy"),
-        ("command_interface", "effort", "'trajectory' or 'twist'"),
+        ("command_interface", "effort", "must be one of trajectory, twist, action"),
         ("stale_timeout_s", 0.0, "must be a finite number > 0"),
     ],
 )
