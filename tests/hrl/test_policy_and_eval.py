@@ -133,3 +133,16 @@ def test_hrl_eval_robot_overrides_replace_the_policys_own_settings(tmp_path, cap
     with pytest.raises(SystemExit):
         main([*common, "robot.lidar_rays=12", f"hydra.run.dir={tmp_path / 'few'}"])
     assert "expects observations of shape (42,)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    sorted([*SHIPPED_DIR.glob("*/manifest.yaml"), *(ROOT / "llm_planner" / "adapters").glob("*/manifest.yaml")]),
+    ids=lambda p: p.parent.name,
+)
+def test_every_shipped_manifest_is_yaml_naming_its_file(manifest):
+    """A manifest is read by people and by tools: it must parse (an unquoted ': ' inside a value once broke one)
+    and name the file it describes, which must be beside it."""
+    data = yaml.safe_load(manifest.read_text())
+    assert isinstance(data, dict) and data["name"] == manifest.parent.name, data
+    assert (manifest.parent / data["file"]).is_file(), data["file"]
