@@ -14,6 +14,7 @@ from hrl.config import EnvConfig, EvalRunConfig
 from hrl.eval import run_evaluation
 from hrl.evaluation import evaluate
 from hrl.policy import SHIPPED_DIR, GoalPolicy
+from llm_planner.llm.llama_cpp_backend import ADAPTERS_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,7 +138,7 @@ def test_hrl_eval_robot_overrides_replace_the_policys_own_settings(tmp_path, cap
 
 @pytest.mark.parametrize(
     "manifest",
-    sorted([*SHIPPED_DIR.glob("*/manifest.yaml"), *(ROOT / "llm_planner" / "adapters").glob("*/manifest.yaml")]),
+    sorted([*SHIPPED_DIR.glob("*/manifest.yaml"), *ADAPTERS_DIR.glob("*/manifest.yaml")]),
     ids=lambda p: p.parent.name,
 )
 def test_every_shipped_manifest_is_yaml_naming_its_file(manifest):
