@@ -60,6 +60,8 @@ class VLAConfig:
     group: int = 8
     temperature: float = 1.0
     executor: str = "kinematic"
+    early_end_penalty: float = 0.5
+    rl_categories: list[str] | None = None
     resume: bool = False
 
     def check(self) -> None:
@@ -104,6 +106,8 @@ class VLAConfig:
             temperature=self.temperature,
             learning_rate=self.rl_learning_rate,
             executor=self.executor,
+            early_end_penalty=self.early_end_penalty,
+            categories=tuple(self.rl_categories) if self.rl_categories is not None else None,
             seed=self.seed,
             save_every=max(1, min(10, self.rl_steps)),
             resume=self.resume,
@@ -175,6 +179,7 @@ def _run(config: VLAConfig, run_dir: Path) -> int:
                 )
                 (run_dir / "val_episodes.json").write_text(json.dumps(val, indent=2))
                 scores = ", ".join(f"{s} {val[s]:.0%}" for s in config.scenes)
+                scores += "; " + ", ".join(f"{c} {v:.0%}" for c, v in val["by_category"].items())
                 print(f"[hrl-vla] val: {val['all']:.0%} end to end ({scores}) -> {run_dir / 'val_episodes.json'}")
                 return 0
             if config.stage == "rl":

@@ -350,7 +350,7 @@ def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantage
         )
     finally:
         env.close()
-    assert 1 <= len(steps) <= len(TASKS[0].goals) + 2 and 0.0 <= reward <= 2.0
+    assert 1 <= len(steps) <= len(TASKS[0].goals) + 2 and -RLConfig().early_end_penalty <= reward <= 2.0
     assert success == (reward >= 1.0)
     text = TextCache(planner.embeddings)
     opt = torch.optim.SGD(planner.net.parameters(), lr=1e-5)  # a small step: first order holds
@@ -366,3 +366,20 @@ def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantage
     VLAPlanner(model=result["model"])  # the RL model loads as a planner
     with pytest.raises(ValueError, match="group must be >= 2"):
         RLConfig(init_model="x", group=1).check()
+
+
+def test_rl_reward_pays_an_early_end_less_than_running_out_of_steps():
+    from hierarchy.vla.rl import RLConfig, episode_reward
+
+    # all goals and said done: the bonus; all goals but never said done: the fraction alone
+    assert episode_reward(1.0, True, True, 0.5) == 2.0 and episode_reward(1.0, False, False, 0.5) == 1.0
+    # half done: stopping there (done, or pointing at nothing) pays less than running out of steps
+    assert episode_reward(0.5, True, True, 0.5) == 0.0 < episode_reward(0.5, False, False, 0.5) == 0.5
+    # penalty 0 is the old reward: an early done paid its fraction
+    assert episode_reward(0.5, True, True, 0.0) == 0.5
+    with pytest.raises(ValueError, match=r"early_end_penalty must be in \[0, 2\].*got -1"):
+        RLConfig(init_model="x", early_end_penalty=-1).check()
+    with pytest.raises(ValueError, match=r"unknown categories \['negatoin'\].*negation"):
+        RLConfig(init_model="x", categories=("negatoin",)).check()
+    with pytest.raises(ValueError, match="categories is empty"):
+        RLConfig(init_model="x", categories=()).check()
