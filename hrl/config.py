@@ -493,6 +493,12 @@ class TrainConfig:
         self.checkpoint.validate()
         self.curriculum.validate(self.env)
         self.demos.validate()
+        if self.resume is not None:
+            # kept in the schema so run directories saved with `resume: null` still load; never read
+            raise ValueError(
+                f"resume={self.resume!r} is not a config setting: continue a run with `hrl-train resume=<run dir>` "
+                "(alone on the command line) or train(config, run_dir, resume=True)"
+            )
         if self.demos.episodes and not ALGORITHMS[self.algo.name].off_policy:
             raise ValueError(f"demos.episodes fill a replay buffer; algo.name={self.algo.name} has none (use 0)")
         _positive("", "total_steps", self.total_steps, integer=True)

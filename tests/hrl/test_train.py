@@ -86,6 +86,12 @@ def test_existing_run_is_never_overwritten(tmp_path):
     assert before == {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
 
 
+def test_a_resume_set_in_the_config_is_refused_not_ignored():
+    tiny_config().validate()  # null, as every saved run has it
+    with pytest.raises(ValueError, match=r"resume='runs/x' is not a config setting.*hrl-train resume=<run dir>"):
+        tiny_config(resume="runs/x").validate()
+
+
 def test_resume_needs_a_checkpoint(tmp_path):
     with pytest.raises(RunDirectoryError, match="has no checkpoint"):
         train(tiny_config(), tmp_path, resume=True)
