@@ -64,10 +64,10 @@ def demo_seeds(model_path: Path) -> tuple[set[int], list[str], set[str]]:
             rendered.add(json.loads(h["data"].attrs["generator"])["backend"])
     rl = state.get("rl")
     if rl:  # the layouts RL drew (hierarchy/vla/rl.py: one per task of every update, per scene index)
-        from hierarchy.vla.rl import rl_layout_seed
+        from hierarchy.vla.rl import stage_layout_seed
 
         n = int(rl["steps"]) * int(rl["tasks_per_step"])
-        seeds |= {rl_layout_seed(int(rl["seed"]), si, i) for si in range(len(rl["scenes"])) for i in range(n)}
+        seeds |= {stage_layout_seed("rl", int(rl["seed"]), si, i) for si in range(len(rl["scenes"])) for i in range(n)}
     return seeds, missing, rendered
 
 

@@ -108,12 +108,18 @@ def sample_step(
     return done, draw(pl[0]), draw(ql[0])
 
 
-def rl_layout_seed(seed: int, scene_index: int, n: int) -> int:
-    """The layout of RL's n-th task in scene ``scene_index``: the demonstrations' draw from a seed range of its own
-    (benchmarks/vla.py recomputes them to keep them out of the test)."""
+#: The layouts of RL's tasks and of the val stage's episodes: the demonstrations' draw (``data.layout_seed``), from
+#: seed ranges of their own, so neither is a demonstration's (benchmarks/vla.py recomputes RL's to keep them out of
+#: the test).
+STAGE_SEEDS = {"rl": ("train", 10_000), "val": ("val", 20_000)}
+
+
+def stage_layout_seed(stage: str, seed: int, scene_index: int, n: int) -> int:
+    """The layout of the n-th task of ``stage`` ("rl" or "val") in scene ``scene_index``."""
     from hierarchy.vla.data import layout_seed
 
-    return layout_seed("train", 10_000 + seed, scene_index, n)
+    split, offset = STAGE_SEEDS[stage]
+    return layout_seed(split, offset + seed, scene_index, n)
 
 
 def cell_pixel(cell: int, half: int) -> tuple[float, float]:
@@ -169,13 +175,6 @@ def episode_reward(progress: float, said_done: bool, ended: bool, early_end_pena
     return progress - (early_end_penalty if ended else 0.0)
 
 
-def val_layout_seed(seed: int, scene_index: int, n: int) -> int:
-    """The layout of the n-th validation episode: the demonstrations' draw from a seed range of its own."""
-    from hierarchy.vla.data import layout_seed
-
-    return layout_seed("val", 20_000 + seed, scene_index, n)
-
-
 def validate_episodes(
     model: str,
     scenes: tuple[str, ...] = ("blocks", "sort", "clear"),
@@ -206,7 +205,8 @@ def validate_episodes(
                 tasks = generate_tabletop(scene, episodes, split="val", seed=seed + 11)
                 ok = []
                 for i, task in enumerate(tasks):
-                    ok.append(run_episode(planner, env, task, val_layout_seed(seed, si, i), rng, cfg, domain, False)[2])
+                    layout = stage_layout_seed("val", seed, si, i)
+                    ok.append(run_episode(planner, env, task, layout, rng, cfg, domain, sample=False)[2])
                     by_category.setdefault(task.category, []).append(ok[-1])
                     bar.update(1)
             finally:
@@ -288,7 +288,7 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
                 si = int(rng.integers(len(cfg.scenes)))
                 scene = cfg.scenes[si]
                 task = tasks[scene][int(rng.integers(len(tasks[scene])))]
-                seed = rl_layout_seed(cfg.seed, si, step * cfg.tasks_per_step + k)
+                seed = stage_layout_seed("rl", cfg.seed, si, step * cfg.tasks_per_step + k)
                 planner.net.eval()
                 group = [run_episode(planner, envs[scene], task, seed, rng, cfg, domain) for _ in range(cfg.group)]
                 planner.net.train()

@@ -368,6 +368,17 @@ def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantage
         RLConfig(init_model="x", group=1).check()
 
 
+def test_rl_and_val_layouts_are_none_of_the_demonstrations_and_not_each_others():
+    from hierarchy.vla.rl import stage_layout_seed
+
+    keys = [(seed, sc, e) for seed in range(5) for sc in range(3) for e in range(50)]
+    demos = {layout_seed(s, *k) for s in ("train", "val") for k in keys}
+    rl = {stage_layout_seed("rl", *k) for k in keys}
+    val = {stage_layout_seed("val", *k) for k in keys}
+    assert len(rl) == len(val) == len(keys)
+    assert not (rl & demos or val & demos or rl & val)
+
+
 def test_rl_reward_pays_an_early_end_less_than_running_out_of_steps():
     from hierarchy.vla.rl import RLConfig, episode_reward
 
