@@ -344,4 +344,36 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
         "wall_time_s": round(time.perf_counter() - started, 1),
     }
     (run_dir / "rl_result.json").write_text(json.dumps(result, indent=2))
+    plot_rl_curve(run_dir)
     return result
+
+
+def plot_rl_curve(run_dir: str | Path, window: int = 10) -> Path | None:
+    """``rl_curve.png``: mean reward and success of the sampled episodes per update (and their running mean over
+    ``window`` updates) from ``rl_log.csv``; None when the log has no rows."""
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    with (run_dir / "rl_log.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return None
+    steps = np.array([int(r["step"]) for r in rows])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for ax, key, top in zip(axes, ("reward", "success"), (2.0, 1.0), strict=True):
+        y = np.array([float(r[key]) for r in rows])
+        k = min(window, len(y))
+        ax.plot(steps, y, alpha=0.35, label="per update")
+        ax.plot(steps[k - 1 :], np.convolve(y, np.ones(k) / k, mode="valid"), label=f"mean of {k}")
+        ax.set(xlabel="update", ylabel=key, ylim=(min(0.0, float(y.min())), top), title=f"sampled episodes: {key}")
+        ax.legend()
+    fig.tight_layout()
+    out = run_dir / "rl_curve.png"
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

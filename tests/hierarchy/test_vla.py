@@ -363,6 +363,7 @@ def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantage
     cfg = RLConfig(init_model=str(run / "model.pt"), scenes=("blocks",), steps=2, tasks_per_step=1, group=2)
     result = train_rl(cfg, tmp_path / "rl", progress=False)
     assert len((tmp_path / "rl" / "rl_log.csv").read_text().splitlines()) == 3
+    assert (tmp_path / "rl" / "rl_curve.png").read_bytes()[:4] == b"\x89PNG"
     VLAPlanner(model=result["model"])  # the RL model loads as a planner
     with pytest.raises(ValueError, match="group must be >= 2"):
         RLConfig(init_model="x", group=1).check()
