@@ -141,7 +141,7 @@ def run_episode(
         done, pick, place = sample_step(planner, task.text, image, proprio, rng if sample else None, cfg.temperature)
         steps.append(Step(image.rgb, image.depth, proprio, done, pick, place))
         if done:
-            said_done = True
+            said_done = ended = True
             break
         view = domain.observe(env)
         try:
@@ -163,7 +163,7 @@ def run_episode(
         domain.finish(env, 200, lambda: None)
     progress = domain.progress(task, env) / len(task.goals)
     success = progress == 1.0
-    return steps, episode_reward(progress, said_done, ended or said_done, cfg.early_end_penalty), success
+    return steps, episode_reward(progress, said_done, ended, cfg.early_end_penalty), success
 
 
 def episode_reward(progress: float, said_done: bool, ended: bool, early_end_penalty: float) -> float:
@@ -358,6 +358,8 @@ def plot_rl_curve(run_dir: str | Path, window: int = 10) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from hierarchy.vla.train import save_figure
+
     run_dir = Path(run_dir)
     with (run_dir / "rl_log.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -372,8 +374,4 @@ def plot_rl_curve(run_dir: str | Path, window: int = 10) -> Path | None:
         ax.plot(steps[k - 1 :], np.convolve(y, np.ones(k) / k, mode="valid"), label=f"mean of {k}")
         ax.set(xlabel="update", ylabel=key, ylim=(min(0.0, float(y.min())), top), title=f"sampled episodes: {key}")
         ax.legend()
-    fig.tight_layout()
-    out = run_dir / "rl_curve.png"
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return save_figure(fig, run_dir / "rl_curve.png")

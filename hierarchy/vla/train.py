@@ -381,8 +381,14 @@ def plot_curves(run_dir: Path) -> Path | None:
             b.plot(vs, [float(r[key]) for r in val], marker="o", label=key)
         b.set(xlabel="step", ylabel="accuracy", ylim=(0, 1), title="validation (unseen phrasings, layouts)")
         b.legend()
+    return save_figure(fig, run_dir / "curves.png")
+
+
+def save_figure(fig, out: Path) -> Path:
+    """Lay out, write (PNG, 100 dpi) and close a run's matplotlib figure; returns ``out``."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    out = run_dir / "curves.png"
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
