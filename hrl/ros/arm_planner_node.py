@@ -73,6 +73,13 @@ PARAMS = [
     Param("max_episode_steps", 1500, "skill steps per task, all calls together", _positive_int),
     Param("skill_hz", 25.0, "the arm's skill rate (Hz): a call of budget B steps lasts about B / skill_hz s", positive),
     Param("call_slack", 3.0, "a skill call not answered within slack x its budget's time (+ 5 s) fails", positive),
+    Param(
+        "arm_wait_s",
+        120.0,
+        "a skill call waits this long (s) for the arm policy node to be up (its status publisher appears once its "
+        "skills are loaded) before it is sent; none by then: the call is aborted",
+        positive,
+    ),
     Param("world_frame", "world", "frame of object poses and goals", non_empty),
     Param("task_topic", "/task", "std_msgs/String in: goals or a JSON episode", topic),
     Param(
@@ -257,9 +264,13 @@ class ArmPlannerNode(Node):
         with self._lock:
             self._pending[call.id] = done
         self.status_pub.publish(String(data=f"executing: {call.label or call.skill} ({call.skill} call {call.id})"))
-        self.call_pub.publish(String(data=call.to_json()))
-        deadline = time.monotonic() + timeout_s
         try:
+            missing = self.wait_for_arm(self.p["arm_wait_s"])
+            if missing:
+                why = f"no arm policy node within arm_wait_s {self.p['arm_wait_s']:.0f} s: {missing}"
+                return SkillStatus(call.id, Outcome.ABORTED, why=f"{why} (start hrl.ros.arm_policy_node)")
+            self.call_pub.publish(String(data=call.to_json()))
+            deadline = time.monotonic() + timeout_s
             while not done[0].wait(0.05):
                 if self.cancelled.is_set():
                     raise CancelledError()
@@ -270,6 +281,31 @@ class ArmPlannerNode(Node):
             with self._lock:
                 self._pending.pop(call.id, None)
         return done[1][0]
+
+    def wait_for_arm(self, timeout_s: float) -> str:
+        """Wait until a policy node takes calls and answers them; what is still missing after ``timeout_s`` ("": up).
+
+        The policy node subscribes to calls at once but advertises its status topic only once its skills are
+        loaded (tens of seconds on a busy machine), so a call's own timeout starts when the arm can run it."""
+        calls, answers = self.p["subgoal_topic"], self.p["subgoal_status_topic"]
+
+        def missing() -> str:
+            gaps = []
+            if self.call_pub.get_subscription_count() == 0:
+                gaps.append(f"nothing subscribes to {calls}")
+            if self.count_publishers(answers) == 0:
+                gaps.append(f"nothing publishes {answers}")
+            return " and ".join(gaps)
+
+        deadline, said = time.monotonic() + timeout_s, False
+        while (gap := missing()) and time.monotonic() < deadline:
+            if self.cancelled.is_set():
+                raise CancelledError()
+            if not said:
+                self.get_logger().info(f"waiting for the arm policy node: {gap}")
+                said = True
+            time.sleep(0.05)
+        return gap
 
     def on_status(self, msg: Any) -> None:
         try:

@@ -212,8 +212,8 @@ class ArmPolicyNode(Node):
             except ImportError as err:
                 raise ParameterError(f"parameter 'command_interface' = 'action': {err}") from None
         # Subscribed before the skills load (seconds): a call or an e-stop sent meanwhile waits in DDS (reliable)
-        # and is taken when the node spins, instead of being lost to a subscriber that did not exist yet.
-        self.status_pub = qos.advertise(self, String, p["status_topic"], p["status_qos"], "status_qos")
+        # and is taken when the node spins, instead of being lost to a subscriber that did not exist yet. The
+        # status topic is advertised last (below): arm_planner_node sends no call before it appears.
         qos.subscribe(self, String, p["subgoal_topic"], self.on_call, p["subgoal_qos"], "subgoal_qos")
         qos.subscribe(self, PoseStamped, p["tcp_goal_topic"], self.on_tcp_goal, p["tcp_goal_qos"], "tcp_goal_qos")
         qos.subscribe(self, Bool, p["estop_topic"], self.on_estop, p["estop_qos"], "estop_qos")
@@ -250,6 +250,7 @@ class ArmPolicyNode(Node):
             gripper_action=f"/{p['gripper_controller'].strip('/')}/gripper_cmd",
         )
         self.env = make_env(self.scene, backend=self.physics, control_hz=p["skill_hz"])
+        self.status_pub = qos.advertise(self, String, p["status_topic"], p["status_qos"], "status_qos")
         # -- the worker: one call at a time, the newest wins --
         self._calls = threading.Condition()
         self._pending: SkillCall | None = None

@@ -66,6 +66,23 @@ def test_the_simulated_arm_stacks_red_on_blue_from_a_task_message(processes, rcl
     assert any(m.startswith("executing: ") for m in status.messages)
 
 
+def test_without_an_arm_policy_node_no_call_is_sent_and_the_task_fails_saying_what_is_missing(processes, rclpy_node):
+    # A call sent to a policy node still loading its skills used to time out before the node could answer it
+    # (a CI failure): the planner now waits for the policy node's status publisher before it sends a call.
+    processes.start("hrl.ros.sim_arm_node", "scene:=blocks", "backend:=mujoco", f"layout_seed:={LAYOUT_SEED}")
+    planner = processes.start("hrl.ros.arm_planner_node", "scene:=blocks", "arm_wait_s:=3.0")
+    status = Listener(rclpy_node, "/task_status")
+    task = rclpy_node.create_publisher(String, "/task", 10)
+    assert send_until_heard(rclpy_node, task, "red_block on blue_block", status), processes.log(planner)
+    assert spin_until(rclpy_node, lambda: any(is_final(m) for m in status.messages), 120.0), status.messages
+    final = [m for m in status.messages if is_final(m)]
+    assert final[0].startswith("failed: "), status.messages
+    log = processes.log(planner)
+    why = "no arm policy node within arm_wait_s 3 s: nothing subscribes to /arm_subgoal and nothing publishes "
+    assert why + "/arm_subgoal_status" in log, log
+    assert "waiting for the arm policy node" in log
+
+
 def test_a_task_the_planner_cannot_use_is_refused_saying_what_to_send(processes, rclpy_node):
     planner = processes.start("hrl.ros.arm_planner_node", "scene:=blocks")
     status = Listener(rclpy_node, "/task_status")
