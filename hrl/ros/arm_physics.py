@@ -16,7 +16,10 @@ simulated one behind the same topics):
   ``[width / 2, width / 2]``; or (``"action"``) the same trajectory as a control_msgs ``FollowJointTrajectory`` goal
   and the finger gap as a ``GripperCommand`` goal (:class:`hrl.ros.control_actions.ArmActionClients`); then it
   waits until the period's deadline (deadlines advance by one period each step, so the time the skill spends
-  computing is taken out of the wait and the loop keeps its rate).
+  computing is taken out of the wait and the loop keeps its rate). The deadline locks to the state stream: the
+  next step starts when the first arm state within half a state interval of the deadline arrives (the deadline
+  moves to it), so a step is computed from a state the moment it arrives instead of up to a period later; with
+  no state in that window, it starts at the deadline.
 - ``reset()`` does not move a robot (nothing can place the objects of a real table): it waits for fresh state.
 - ``read_only=True``: a mirror of the robot (the planner's view), whose ``step()`` raises.
 - cameras (``cameras={"front": (image_topic, depth_topic)}``; none by default): ``sensor_msgs/Image`` with the
@@ -170,6 +173,7 @@ class RosArmPhysics:
         self._dq = np.zeros(len(self.arm_names))
         self._width = math.nan
         self._q_time: float | None = None  # time.monotonic() of the last usable arm state
+        self._state_interval: float | None = None  # running mean of the time between arm states (s)
         self._width_time: float | None = None
         self._joint_problem: str | None = None
         self._object_problems: dict[str, str] = {}
@@ -274,6 +278,9 @@ class RosArmPhysics:
                         )
                     dt = None if self._q_time is None else now - self._q_time
                     dq = (q - self._q) / dt if dt and dt > 1e-4 and np.all(np.isfinite(self._q)) else np.zeros_like(q)
+                if self._q_time is not None and now > self._q_time:
+                    dt = now - self._q_time
+                    self._state_interval = dt if self._state_interval is None else 0.8 * self._state_interval + 0.2 * dt
                 self._q, self._dq, self._q_time = q, dq, now
             if fingers is not None:
                 w = float(position[fingers[0]] + position[fingers[1]])
@@ -443,9 +450,29 @@ class RosArmPhysics:
             self._publish(command, q)
         self._report(command)
         self._deadline += self.period
-        left = self._deadline - time.monotonic()
-        if left > 0:
-            time.sleep(left)
+        self._wait_for_next_state(q_time)
+
+    def _wait_for_next_state(self, used: float | None) -> None:
+        """Return when the next step is due: at the first arm state newer than ``used`` (the arrival of the state
+        this step was computed from) that arrives within half a state interval of the deadline (at most half a
+        period), and the deadline moves to that arrival, so the loop runs in phase with the robot's state stream
+        (a step computed on arrival, not up to a period later); with no such state, at the deadline (or at once,
+        when it is past)."""
+        tol = 0.5 * min(self._state_interval or self.period, self.period)
+        start, end = self._deadline - tol, self._deadline + tol
+        early = start - time.monotonic()
+        if early > 0:
+            time.sleep(early)
+        with self._state:
+            while True:
+                arrived = self._q_time
+                if arrived is not None and arrived >= start and (used is None or arrived > used):
+                    self._deadline = arrived
+                    return
+                left = end - time.monotonic()
+                if left <= 0:
+                    return
+                self._state.wait(left)
 
     def fault(self) -> tuple[str, str] | None:
         """``(rule, reason)`` of the hold the last step published or kept, None when it moved."""

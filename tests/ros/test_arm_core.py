@@ -245,3 +245,88 @@ def test_ros_physics_reads_joint_states_and_poses_by_name(ros_domain):
     finally:
         node.destroy_node()
         rclpy.shutdown()
+
+
+def test_the_skill_loop_locks_to_the_joint_state_stream_and_keeps_its_rate_without_it(ros_domain):
+    """A step starts when a joint state arrives (computed from it at once), not on a clock grid up to a state
+    interval later; with no states coming, the loop keeps its period instead of spinning."""
+    import threading
+    import time
+
+    import rclpy
+    from sensor_msgs.msg import JointState
+
+    from hrl.ros.arm_physics import RosArmPhysics
+
+    rclpy.init()
+    node = rclpy.create_node("physics_loop")
+    feeding = threading.Event()
+    try:
+        physics = RosArmPhysics(node, SCENE, ARM, PERIOD)
+        state = JointState(name=list(ARM.joint_names), position=list(ARM.home), velocity=[0.0] * 7)
+
+        def feed(first: float) -> None:  # a state every 20 ms (50 Hz, twice the skill's 25 Hz), from ``first``
+            k = 0
+            while feeding.is_set():
+                due = first + 0.02 * k
+                time.sleep(max(0.0, due - time.monotonic()))
+                physics._on_joint_state(state)
+                k += 1
+
+        physics._on_joint_state(state)
+        feeding.set()
+        # half a state interval out of phase with the first step's clock grid: on the grid every step would
+        # wait ~10 ms for nothing
+        feeder = threading.Thread(target=feed, args=(time.monotonic() + 0.01,), daemon=True)
+        feeder.start()
+        ages, starts = [], []
+        for _ in range(30):
+            physics.step(HOME, 0.04)
+            now = time.monotonic()
+            starts.append(now)
+            ages.append(now - physics._q_time)
+        feeding.clear()
+        feeder.join()
+        ages_ms = np.array(ages[5:]) * 1e3
+        intervals_ms = np.diff(starts[5:]) * 1e3
+        assert np.median(ages_ms) < 4.0, ages_ms  # on the clock grid: ~10 ms
+        assert abs(np.median(intervals_ms) - PERIOD * 1e3) < 4.0, intervals_ms  # the skill's rate kept
+
+        starts = []
+        for _ in range(8):  # no state arrives any more: the clock's deadline, one period apart
+            physics.step(HOME, 0.04)
+            starts.append(time.monotonic())
+        assert abs(np.median(np.diff(starts)) * 1e3 - PERIOD * 1e3) < 8.0, np.diff(starts)
+        physics.close()
+    finally:
+        feeding.clear()
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_the_policy_node_runs_the_learned_skills_in_numpy_with_predicts_actions():
+    from hierarchy.tabletop import LearnedSkill, TabletopDomain, make_env
+    from hrl.ros.arm_policy_node import numpy_skills
+
+    skills = TabletopDomain.with_skills().skills
+    fast, paths = numpy_skills(skills)
+    learned = {n for n, s in skills.items() if isinstance(s, LearnedSkill)}
+    assert learned and paths == {n: "numpy" for n in learned}
+    assert all(fast[n] is skills[n] for n in skills if n not in learned)  # scripted skills as they were
+    env = make_env("blocks")
+    try:
+        env.reset(seed=3)
+        rng = np.random.default_rng(0)
+        for name in sorted(learned):
+            slow, quick = skills[name], fast[name]
+            for _ in range(5):
+                obs = env.unwrapped.observation_as(slow.goal_mode, slow.block_gripper)
+                expected = np.asarray(slow.policy(obs), dtype=float)
+                assert np.allclose(np.asarray(quick.policy(obs), dtype=float), expected, atol=1e-5), name
+                env.step(rng.uniform(-1, 1, env.action_space.shape))
+    finally:
+        env.close()
+    # a policy NumPy cannot reproduce keeps predict, and says why
+    odd = LearnedSkill(lambda obs: np.zeros(3), "reach", True)
+    kept, said = numpy_skills({"odd": odd})
+    assert kept["odd"] is odd and said["odd"].startswith("predict (") and "no SB3 model" in said["odd"]
