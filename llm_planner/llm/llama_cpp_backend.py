@@ -173,7 +173,7 @@ class LlamaCppBackend:
         if n_ctx < 256 or n_batch < 1:
             raise ValueError(f"n_ctx must be >= 256 and n_batch >= 1, got n_ctx={n_ctx}, n_batch={n_batch}")
         try:
-            from llama_cpp import Llama
+            llama_class = _grammar_first_llama()
         except ImportError as err:
             raise LLMError(
                 f"the llama_cpp backend needs llama-cpp-python ({err}); run `make setup` (it builds and caches "
@@ -186,7 +186,7 @@ class LlamaCppBackend:
         self._lora_id = f"+lora:{lora.name}:{hashlib.sha256(lora.read_bytes()).hexdigest()[:12]}" if lora else ""
         threads = n_threads or os.cpu_count() or 1
         try:
-            self._llm = Llama(
+            self._llm = llama_class(
                 model_path=str(path),
                 n_ctx=n_ctx,
                 n_threads=threads,
@@ -313,6 +313,84 @@ class LlamaCppBackend:
             latency_s=time.perf_counter() - t0,
             model=self.path.name + (f"+{self.lora.name}" if self.lora else ""),
         )
+
+
+def _grammar_first_llama() -> type:
+    """llama-cpp-python's ``Llama`` whose greedy decoding under a grammar checks the grammar on the best token
+    first, as llama.cpp's own common sampler does: llama-cpp-python's sampler chain applies the grammar to every
+    token of the vocabulary at every step (262k tokens for Gemma 3: ~90 ms a token on 2 cores, most of a plan's
+    latency), while the best token is nearly always allowed. The answer is the same token for token
+    (:class:`GrammarFirstGreedy`); sampling with a temperature, penalties or logits processors keeps the chain."""
+    from llama_cpp import Llama
+
+    class GrammarFirstLlama(Llama):
+        def _init_sampler(self, **kwargs: Any) -> Any:
+            neutral = (
+                kwargs.get("temp") == 0.0
+                and kwargs.get("grammar") is not None
+                and kwargs.get("logits_processor") is None
+                and kwargs.get("repeat_penalty", 1.0) == 1.0
+                and kwargs.get("frequency_penalty", 0.0) == 0.0
+                and kwargs.get("presence_penalty", 0.0) == 0.0
+            )
+            if not neutral:
+                return super()._init_sampler(**kwargs)
+            return GrammarFirstGreedy(self._model, kwargs["grammar"], self._n_vocab)
+
+    return GrammarFirstLlama
+
+
+class GrammarFirstGreedy:
+    """Greedy decoding constrained by a llama.cpp grammar, with the sampler interface ``Llama.generate`` uses
+    (``sample(ctx, idx)``). The vocabulary's best token is checked alone against the grammar; only when the
+    grammar rejects it are all tokens filtered and the best allowed one taken. Both give the token that
+    greedy-after-grammar gives: the best allowed token is the best token whenever that one is allowed."""
+
+    def __init__(self, model: Any, grammar: Any, n_vocab: int) -> None:
+        import llama_cpp
+        import numpy as np
+
+        self._ll = llama_cpp
+        self._grammar = llama_cpp.llama_sampler_init_grammar(
+            model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
+        )
+        if not self._grammar:
+            raise LLMError("llama.cpp could not compile the answer's grammar")
+        self._n_vocab = n_vocab
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._all = (llama_cpp.llama_token_data * n_vocab)()
+        self._view = np.ctypeslib.as_array(self._all)  # fields id, logit, p
+        self._view["id"] = np.arange(n_vocab, dtype=np.int32)
+        self.full_passes = 0  # steps whose best token the grammar refused (for tests and profiling)
+
+    def _apply(self, data: Any, size: int) -> None:
+        import ctypes
+
+        array = self._ll.llama_token_data_array(data=data, size=size, selected=-1, sorted=False)
+        self._ll.llama_sampler_apply(self._grammar, ctypes.byref(array))
+
+    def sample(self, ctx: Any, idx: int) -> int:
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(self._ll.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
+        token = int(np.argmax(logits))
+        self._one[0].id, self._one[0].logit, self._one[0].p = token, float(logits[token]), 0.0
+        self._apply(self._one, 1)
+        if self._one[0].logit == -np.inf:  # refused: filter the whole vocabulary
+            self.full_passes += 1
+            self._view["logit"] = logits
+            self._apply(self._all, self._n_vocab)
+            token = int(np.argmax(self._view["logit"]))
+        self._ll.llama_sampler_accept(self._grammar, token)
+        return token
+
+    def close(self) -> None:
+        if self._grammar:
+            self._ll.llama_sampler_free(self._grammar)
+            self._grammar = None
+
+    def __del__(self) -> None:
+        self.close()
 
 
 def _state_cache(capacity_bytes: int) -> Any:

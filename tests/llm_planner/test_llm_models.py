@@ -137,3 +137,37 @@ def test_openai_backend_plans_with_a_real_llama_cpp_server(llama_server, world):
     assert ground(plan, world)
     assert planner.last_answer.targets == ["fridge"]
     assert planner.calls[0]["prompt_tokens"] > 0 and not planner.calls[0]["cached"]
+
+
+def test_grammar_first_greedy_answers_token_for_token_as_llama_cpps_sampler_chain(world, monkeypatch):
+    """The backend checks the grammar on the best token first (llama-cpp-python's chain filters the whole
+    vocabulary every step); the answers must be the chain's, including steps where the best token is refused."""
+    from llama_cpp import Llama
+
+    from llm_planner.llm.answers import answer_schema
+    from llm_planner.llm.llama_cpp_backend import GrammarFirstGreedy
+
+    backend = make_backend("llama_cpp", state_cache_mb=0)
+    schema = answer_schema("llm_goals", world)
+    prompts = [
+        "Where is the fridge? Answer in JSON.",
+        "Write a poem about the sea.",  # prose is what the model wants here: the grammar refuses its best tokens
+        "Go to the sofa but avoid the hallway, then the bathroom.",
+        "List three colours.",
+        "Go to the bedroom, then come back to the kitchen.",
+    ]
+
+    def answers():
+        out, refused = [], 0
+        for text in prompts:
+            out.append(backend.complete([{"role": "user", "content": text}], schema, max_tokens=96).text)
+            sampler = backend._llm._sampler
+            refused += sampler.full_passes if isinstance(sampler, GrammarFirstGreedy) else 0
+        return out, refused
+
+    fast, refused = answers()
+    assert refused > 0  # the fallback path was exercised, not only the shortcut
+    monkeypatch.setattr(type(backend._llm), "_init_sampler", Llama._init_sampler)  # llama-cpp-python's own chain
+    chain, none = answers()
+    assert none == 0 and fast == chain
+    assert all(json.loads(a).keys() == {"targets", "avoid"} for a in fast)
