@@ -21,6 +21,8 @@ import time
 import types
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import emit, machine, record
@@ -31,11 +33,6 @@ from llm_planner.posttrain.train import PLANNER_PARAMS
 from sim.world import load_world
 
 DEFAULT_ADAPTER = "llm_planner/adapters/gemma3_sft/adapter.gguf"
-
-
-def percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
 def main() -> None:
@@ -88,7 +85,7 @@ def main() -> None:
         "machine": machine(),
         "quick": args.quick,
         **{f"{n}_median_s": round(statistics.median(v), 3) for n, v in latency.items()},
-        **{f"{n}_p95_s": round(percentile(v, 95), 3) for n, v in latency.items()},
+        **{f"{n}_p95_s": round(float(np.percentile(v, 95)), 3) for n, v in latency.items()},
         "paired_ratio_median": round(statistics.median(ratios), 2),
     }
     if not (args.quick or args.no_record):

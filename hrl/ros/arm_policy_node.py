@@ -23,7 +23,6 @@ the robot meanwhile.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import math
@@ -464,15 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry: run the node until Ctrl-C / SIGTERM, then publish the final hold."""
     from hrl.ros.runner import run_node
 
-    def make(**overrides: Any) -> ArmPolicyNode:
-        node = ArmPolicyNode(**overrides)
-        # As the rover's policy node: the models and libraries never become garbage; frozen, a full collection
-        # no longer walks them in the middle of a control step.
-        gc.collect()
-        gc.freeze()
-        return node
-
-    return run_node(make, argv)
+    return run_node(ArmPolicyNode, argv, freeze_gc=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ shutdown publishes a final zero.
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import sys
@@ -391,15 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry: run the node until Ctrl-C / SIGTERM, then publish the final zero."""
     from hrl.ros.runner import run_node
 
-    def make(**overrides: Any) -> PolicyNode:
-        node = PolicyNode(**overrides)
-        # Process-wide, so here and not in the node: the model and libraries never become garbage, so
-        # keep them out of the collector's generations (a full collection was the control loop's tail).
-        gc.collect()
-        gc.freeze()
-        return node
-
-    return run_node(make, argv)
+    return run_node(PolicyNode, argv, freeze_gc=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ nodes as processes of their own (:class:`NodeProcesses`) and spin until a condit
 
 from __future__ import annotations
 
+import gc
 import itertools
 import signal
 import subprocess
@@ -33,7 +34,12 @@ def make_executor(kind: str) -> Any:
     raise ValueError(f"executor {kind!r}: must be one of {', '.join(EXECUTORS)}")
 
 
-def run_node(make: Callable[..., Any], argv: list[str] | None = None, **overrides: Any) -> int:
+def run_node(
+    make: Callable[..., Any], argv: list[str] | None = None, *, freeze_gc: bool = False, **overrides: Any
+) -> int:
+    """Run the node ``make(**overrides)`` builds. ``freeze_gc``: after start-up, move everything alive into
+    Python's permanent generation (``gc.freeze()``): a control node's model and libraries never become garbage,
+    and a full collection walking them was the control loop's tail. Process-wide, so here and not in a node."""
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
@@ -53,6 +59,9 @@ def run_node(make: Callable[..., Any], argv: list[str] | None = None, **override
         print(f"[hrl.ros] {err}", file=sys.stderr)
         rclpy.try_shutdown()
         return 2
+    if freeze_gc:
+        gc.collect()
+        gc.freeze()
     executor = make_executor(getattr(node, "executor_kind", "single"))
     executor.add_node(node)
     try:

@@ -347,10 +347,12 @@ class GrammarFirstGreedy:
     greedy-after-grammar gives: the best allowed token is the best token whenever that one is allowed."""
 
     def __init__(self, model: Any, grammar: Any, n_vocab: int) -> None:
+        import ctypes
+
         import llama_cpp
         import numpy as np
 
-        self._ll = llama_cpp
+        self._ll, self._np, self._byref = llama_cpp, np, ctypes.byref
         self._grammar = llama_cpp.llama_sampler_init_grammar(
             model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
         )
@@ -364,14 +366,11 @@ class GrammarFirstGreedy:
         self.full_passes = 0  # steps whose best token the grammar refused (for tests and profiling)
 
     def _apply(self, data: Any, size: int) -> None:
-        import ctypes
-
         array = self._ll.llama_token_data_array(data=data, size=size, selected=-1, sorted=False)
-        self._ll.llama_sampler_apply(self._grammar, ctypes.byref(array))
+        self._ll.llama_sampler_apply(self._grammar, self._byref(array))
 
     def sample(self, ctx: Any, idx: int) -> int:
-        import numpy as np
-
+        np = self._np
         logits = np.ctypeslib.as_array(self._ll.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
         token = int(np.argmax(logits))
         self._one[0].id, self._one[0].logit, self._one[0].p = token, float(logits[token]), 0.0
