@@ -196,7 +196,9 @@ def test_ros_physics_reads_joint_states_and_poses_by_name(ros_domain):
     rclpy.init()
     node = rclpy.create_node("physics_readers")
     try:
-        physics = RosArmPhysics(node, SCENE, ARM, PERIOD, read_only=True)
+        # readers by name, not staleness (the safety filter's tests): a machine that stalls 0.2 s between two
+        # lines must not make the finger state "stale" before missing() is asked (seen once under load)
+        physics = RosArmPhysics(node, SCENE, ARM, PERIOD, read_only=True, stale_timeout_s=60.0)
         env = PandaTabletopEnv(SCENE, backend=physics, goal_mode="pick_place")  # spaces built on NaN states
         assert np.all(np.isnan(physics.joints()[0])) and "no arm joints" in physics.missing()
         assert "no poses (two are needed) of cube on /objects/cube/pose" in physics.missing()
