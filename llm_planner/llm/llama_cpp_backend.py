@@ -23,6 +23,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -315,6 +316,41 @@ class LlamaCppBackend:
         )
 
 
+_LOG_CALLBACK: Any = None  # the ctypes callback given to llama.cpp (kept alive here)
+
+
+def _route_llama_log() -> None:
+    """llama.cpp's log into Python's ``logging`` (logger ``llama_cpp``) at its real level. llama-cpp-python
+    0.3.36 reads ggml's log levels by an older numbering (WARN=2, ERROR=3) than the ggml it ships (DEBUG=1,
+    INFO=2, WARN=3, ERROR=4), so with ``verbose=False`` every warning still went to stderr: 28 lines in the
+    demo for a LoRA adapter's tensors kept in plain CPU buffers and the sliding-window cache's size. Now errors
+    go to stderr as before; the rest is logged at its level, shown where the application configures logging
+    (``logging.basicConfig(level=logging.INFO)``)."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is not None:
+        return
+    import ctypes
+    import logging
+
+    import llama_cpp
+
+    logger = logging.getLogger("llama_cpp")
+    logger.addHandler(logging.NullHandler())  # not Python's last-resort handler, which prints warnings
+    levels = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+    last = [logging.DEBUG]
+
+    @llama_cpp.llama_log_callback
+    def callback(level: int, text: bytes, _user_data: Any) -> None:
+        last[0] = levels.get(level, last[0])  # 5 (GGML_LOG_LEVEL_CONT) continues the previous line's level
+        if last[0] >= logging.ERROR:
+            print(text.decode("utf-8", "replace"), end="", file=sys.stderr, flush=True)
+        elif logger.isEnabledFor(last[0]):
+            logger.log(last[0], "%s", text.decode("utf-8", "replace").rstrip("\n"))
+
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    _LOG_CALLBACK = callback
+
+
 def _grammar_first_llama() -> type:
     """llama-cpp-python's ``Llama`` whose greedy decoding under a grammar checks the grammar on the best token
     first, as llama.cpp's own common sampler does: llama-cpp-python's sampler chain applies the grammar to every
@@ -322,6 +358,8 @@ def _grammar_first_llama() -> type:
     latency), while the best token is nearly always allowed. The answer is the same token for token
     (:class:`GrammarFirstGreedy`); sampling with a temperature, penalties or logits processors keeps the chain."""
     from llama_cpp import Llama
+
+    _route_llama_log()
 
     class GrammarFirstLlama(Llama):
         def _init_sampler(self, **kwargs: Any) -> Any:
