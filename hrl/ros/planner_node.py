@@ -60,7 +60,7 @@ PARAMS = [
     Param(
         "planner_params_file",
         "",
-        "YAML of planner parameters (the params of configs/planner/<name>.yaml)",
+        "YAML of planner parameters, over configs/planner/<name>.yaml's (a backend given: its own backend_params)",
         _file_or_empty,
     ),
     Param("policy", DEFAULT_POLICY, "policy for planners that need its critic (sorb)", non_empty),
@@ -143,6 +143,7 @@ class PlannerNode(Node):
 
         import yaml
 
+        from hrl.eval import planner_arguments
         from hrl.hierarchy_eval import build_planner
         from llm_planner.base import planner_class
         from sim.world import load_world
@@ -153,11 +154,12 @@ class PlannerNode(Node):
             params = yaml.safe_load(Path(p["planner_params_file"]).read_text()) if p["planner_params_file"] else {}
             if not isinstance(params or {}, dict):
                 raise ValueError(f"planner_params_file {p['planner_params_file']!r} must hold a mapping of parameters")
-            params = dict(params or {})
-            cls = planner_class(p["planner"])  # unknown names fail here, with the list
+            # planner=<name> as configured (configs/planner/<name>.yaml, as hrl-eval runs it), the file's keys over it
+            name, params = planner_arguments(p["planner"], dict(params or {}))
+            cls = planner_class(name)  # unknown names fail here, with the list
             if "policy" in inspect.signature(cls).parameters:  # planners that read the policy's critic (sorb)
                 params.setdefault("policy", p["policy"])
-            self.planner = build_planner(p["planner"], params, None)  # type: ignore[arg-type]
+            self.planner = build_planner(name, params, None)  # type: ignore[arg-type]
         except (ValueError, FileNotFoundError) as err:
             raise ParameterError(str(err)) from None
         self.is_llm = p["planner"].startswith("llm_")

@@ -188,13 +188,43 @@ def test_llm_planner_configs_compose_with_a_backend_group():
     g = OmegaConf.to_object(goals)
     assert g.planner.name == "llm_goals" and g.planner.backend.name == "llama_cpp"
     params = planner_params(g.planner)
+    # the default: Gemma 3 270M with the shipped SFT adapter, asked the way it was trained
     assert params["backend"] == "llama_cpp" and params["backend_params"]["model_path"] is None
-    assert params["reading"] == "spans"
+    assert (
+        params["backend_params"]["model"] == "gemma3" and params["backend_params"]["lora_path"] == "shipped:gemma3_sft"
+    )
+    assert params["reading"] == "names" and params["n_examples"] == 0 and params["robot_place"] is True
     r = OmegaConf.to_object(route)
     params = planner_params(r.planner)
     assert params["backend"] == "openai" and params["backend_params"]["model"] == "qwen"
     assert params["backend_params"]["api_key_env"] == "OPENAI_API_KEY"  # the variable's name, never a key
     assert len(r.task["episodes"]) == 30
+
+
+def test_the_default_llm_planner_gives_its_backend_up_whole_and_a_ros_params_file_goes_over_it():
+    """planner=llm_goals carries Gemma + the shipped adapter in its backend group: planner/backend=openai
+    replaces the group, never an OpenAI backend with model=gemma3 and a lora_path. A ROS node's params file
+    goes over the config key by key; a backend it names comes with its own backend_params."""
+    from hrl.eval import planner_arguments
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        served = compose(
+            config_name="eval", overrides=["planner=llm_goals", "planner/backend=openai", "task=house_language"]
+        )
+    backend = OmegaConf.to_container(served.planner.backend)
+    assert (
+        backend["name"] == "openai" and backend["params"]["model"] == "default" and "lora_path" not in backend["params"]
+    )
+
+    name, params = planner_arguments(
+        "llm_goals", {"cache": False, "backend": "openai", "backend_params": {"model": "m"}}
+    )
+    assert name == "llm_goals" and params["backend"] == "openai" and params["backend_params"] == {"model": "m"}
+    assert params["cache"] is False and (params["reading"], params["robot_place"]) == ("names", True)
+    assert "backend_params" not in planner_arguments("llm_goals", {"backend": "openai"})[1]
+    name, params = planner_arguments("llm_goals_untrained", {})  # a config name runs its registered planner
+    assert name == "llm_goals" and params["reading"] == "spans" and params["backend_params"]["lora_path"] is None
+    assert planner_arguments("graph", {"spacing": 1.5})[1] == {"spacing": 1.5, "goal_tolerance": 0.3}
 
 
 def test_every_planner_config_builds(tmp_path):
@@ -215,4 +245,4 @@ def test_every_planner_config_builds(tmp_path):
             continue
         typed = OmegaConf.to_object(cfg).planner  # a config may run a registered planner under another name
         planner = build_planner(typed.name, planner_params(typed), policy)
-        assert planner.name == typed.name and (typed.name == name or name == "llm_goals_gemma3")
+        assert planner.name == typed.name and name.startswith(typed.name)  # llm_goals_untrained runs llm_goals

