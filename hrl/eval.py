@@ -258,13 +258,20 @@ def configured_planner(name: str) -> tuple[str, dict[str, Any]]:
     the callers that are not Hydra apps (the demo, the ROS planner node): the registered planner's name and its
     constructor arguments. A registered planner without a config file: ``(name, {})``, its own defaults."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
 
     from hrl.cli import CONFIG_DIR
 
     if not (CONFIG_DIR / "planner" / f"{name}.yaml").is_file():
         return name, {}
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        planner = compose(config_name=None, overrides=[f"+planner={name}"]).planner
+    running = get_gh_backup()  # inside a Hydra app (hrl-deploy processes=one builds the nodes in its job): set aside
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+            planner = compose(config_name=None, overrides=[f"+planner={name}"]).planner
+    finally:
+        restore_gh_from_backup(running)
     return str(planner.name), planner_params(SimpleNamespace(params=planner.params, backend=planner.get("backend")))
 
 

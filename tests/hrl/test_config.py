@@ -227,6 +227,20 @@ def test_the_default_llm_planner_gives_its_backend_up_whole_and_a_ros_params_fil
     assert planner_arguments("graph", {"spacing": 1.5})[1] == {"spacing": 1.5, "goal_tolerance": 0.3}
 
 
+def test_configured_planner_works_inside_a_running_hydra_app_and_leaves_it_running():
+    """hrl-deploy processes=one builds the ROS nodes inside its Hydra job: composing a planner config there must
+    neither fail ("GlobalHydra is already initialized") nor end the app's Hydra."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from hrl.eval import configured_planner
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        name, params = configured_planner("llm_goals_untrained")
+        assert GlobalHydra.instance().is_initialized()
+        app = compose(config_name="eval", overrides=["planner=graph", "task=apartment_multi"])  # the app's, still
+    assert name == "llm_goals" and params["reading"] == "spans" and app.planner.name == "graph"
+
+
 def test_every_planner_config_builds(tmp_path):
     """Each configs/planner/*.yaml builds its planner with exactly the params it declares."""
     from hrl.eval import planner_params
