@@ -1,14 +1,16 @@
-"""Language instructions on the tabletop, end to end: ``llm_goals`` (embedded SmolLM2-135M by default) against the
-``symbolic`` oracle, on the tabletop_language suites (blocks, sort and clear scenes; 66 instructions in six
-categories), with the shipped Panda skills.
+"""Language instructions on the tabletop, end to end: ``llm_goals`` (as configured: Gemma 3 270M with the SFT adapter
+trained on navigation instructions; ``llm_goals_untrained``: the untrained SmolLM2-135M) against the ``symbolic``
+oracle, on the tabletop_language suites (blocks, sort and clear scenes; 66 instructions in six categories), with the
+shipped Panda skills. Planners are planner configs (configs/planner/), built as ``hrl-eval planner=<name>`` builds
+them.
 
 Per planner and category: success on the final state (95 % Wilson interval), the planner's mean latency per call,
 and ``plan_exact``: the planner's first plan for the task is exactly the task's goals, one place per goal in order
 (acceptance alone cannot fail a plan that also moves a block the instruction excluded). ``plan_exact`` re-asks the
 planner on the episode's first scene, which the LLM planner answers from its cache.
 
-    python benchmarks/tabletop_language.py [--quick] [--no-record] [--planners llm_goals symbolic] [--seed 0]
-        [--llm-threads N]
+    python benchmarks/tabletop_language.py [--quick] [--no-record] [--seed 0] [--llm-threads N]
+        [--planners llm_goals llm_goals_untrained symbolic]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from benchmarks._common import emit, record
 from hierarchy.evaluate import layout_seed, run_tabletop_suite, summarise
 from hierarchy.suites import TabletopSuite, load_tabletop_suite
 from hierarchy.tabletop import TabletopDomain, make_env
+from hrl.eval import configured_planner
 from llm_planner.base import make_planner
 from llm_planner.tabletop import PlaceSubgoal
 
@@ -82,8 +85,10 @@ def main() -> None:
     cells: dict[str, Any] = {}
     t0 = time.perf_counter()
     for name in args.planners:
-        threads = {"backend_params": {"n_threads": args.llm_threads}} if args.llm_threads and "llm" in name else {}
-        planner = make_planner(name, **threads)
+        registered, params = configured_planner(name)  # as planner=<name> is configured (configs/planner/)
+        if args.llm_threads and "backend_params" in params:
+            params["backend_params"]["n_threads"] = args.llm_threads
+        planner = make_planner(registered, **params)
         rows: list[dict[str, Any]] = []
         for suite in suites:
             suite_rows, _ = run_tabletop_suite(

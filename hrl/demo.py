@@ -85,8 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--model",
         default=None,
-        help="the rover: run this model untrained, a GGUF file or a shipped one (smollm2, gemma3; default: Gemma 3 "
-        "270M + the shipped SFT adapter); the tabletop: a GGUF file (default: SmolLM2-135M)",
+        help="run this model untrained: a GGUF file or a shipped one (smollm2, gemma3); default: the planner's "
+        "configured model (llm_goals: Gemma 3 270M + the shipped SFT adapter)",
     )
     p.add_argument(
         "--expect",
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("runs") / "demo" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
 
-    name, params, model = rover_planner(args.planner, args.model)
+    name, params, model = reading_planner(args.planner, args.model)
     print(f"[demo] loading the planner ({args.planner}, llama.cpp, {model})")
     try:
         planner = make_planner(name, **params)
@@ -245,12 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if row["success"] else 2
 
 
-def rover_planner(planner: str, model: str | None) -> tuple[str, dict[str, Any], str]:
-    """The rover's reading planner: ``planner=<planner>`` as configured (configs/planner/; ``llm_goals``: Gemma 3
-    270M with the shipped SFT adapter). ``--model`` runs that model untrained, with the prompts made for an
-    untrained model (``llm_goals_untrained``: worked examples, the spans reading): a GGUF file, or a shipped model
-    by name (``smollm2``, the default before the adapter; ``gemma3``). Returns (registered name, constructor
-    arguments, the model as printed)."""
+def reading_planner(planner: str, model: str | None) -> tuple[str, dict[str, Any], str]:
+    """A planner that reads the instruction (the rover's, and the tabletop's ``llm_goals`` / ``saycan``):
+    ``planner=<planner>`` as configured (configs/planner/; ``llm_goals``: Gemma 3 270M with the shipped SFT
+    adapter). ``--model`` runs that model untrained, ``llm_goals`` with the prompts made for an untrained model
+    (``llm_goals_untrained``: worked examples, the spans reading): a GGUF file, or a shipped model by name
+    (``smollm2``, the default before the adapter; ``gemma3``). Returns (registered name, constructor arguments,
+    the model as printed)."""
     from hrl.eval import configured_planner
     from llm_planner.llm.llama_cpp_backend import SHIPPED_MODELS
 
@@ -289,10 +290,10 @@ def run_tabletop(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
                          f"{' | '.join(planners_for('tabletop'))}")  # fmt: skip
     task = tabletop_task(args)
     if reads:
-        print(f"[demo] loading the planner ({planner_name}, llama.cpp, {args.model or 'SmolLM2-135M-Instruct'})")
+        registered, params, model = reading_planner(planner_name, args.model)
+        print(f"[demo] loading the planner ({planner_name}, llama.cpp, {model})")
         try:
-            planner = make_planner(planner_name, backend="llama_cpp",
-                                   backend_params={"model_path": args.model} if args.model else {})  # fmt: skip
+            planner = make_planner(registered, **params)
         except LLMError as err:
             raise SystemExit(f"--model: {err}" if args.model else str(err)) from None
     else:

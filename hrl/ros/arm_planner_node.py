@@ -66,7 +66,7 @@ PARAMS = [
     Param(
         "planner_params_file",
         "",
-        "YAML of planner parameters (the params of configs/planner/<name>.yaml; vla: model: <model.pt>)",
+        "YAML of planner parameters, over configs/planner/<name>.yaml's (vla: model: <model.pt>)",
         _file_or_empty,
     ),
     Param("max_replans", 3, "replans per task after failed subgoals", whole_number),
@@ -172,29 +172,32 @@ class ArmPlannerNode(Node):
         from hierarchy.agent import Agent, AgentConfig
         from hierarchy.tabletop import SCRIPTED, SKILLS, TabletopDomain
         from hrl.config import planners_for
+        from hrl.eval import planner_arguments
         from hrl.hierarchy_eval import build_planner
         from sim.tabletop.scene import load_scene
 
         p = self.p = declare(self, PARAMS)
         try:
             self.scene = load_scene(p["scene"])
-            if p["planner"] not in planners_for("tabletop"):
+            params = yaml.safe_load(Path(p["planner_params_file"]).read_text()) if p["planner_params_file"] else {}
+            if not isinstance(params or {}, dict):
+                raise ValueError(f"planner_params_file {p['planner_params_file']!r} must hold a mapping of parameters")
+            # planner=<name> as configured (configs/planner/<name>.yaml, as hrl-eval runs it), the file's keys over it
+            registered, params = planner_arguments(p["planner"], dict(params or {}))
+            if registered not in planners_for("tabletop"):
                 raise ValueError(
                     f"parameter 'planner' = {p['planner']!r} does not plan for the tabletop; use one of: "
                     f"{', '.join(planners_for('tabletop'))}"
                 )
-            params = yaml.safe_load(Path(p["planner_params_file"]).read_text()) if p["planner_params_file"] else {}
-            if not isinstance(params or {}, dict):
-                raise ValueError(f"planner_params_file {p['planner_params_file']!r} must hold a mapping of parameters")
-            self.planner = build_planner(p["planner"], dict(params or {}), None)  # type: ignore[arg-type]
+            self.planner = build_planner(registered, params, None)  # type: ignore[arg-type]
         except (ValueError, FileNotFoundError) as err:
             raise ParameterError(str(err)) from None
         # the cameras the planner looks through (none for those that read the scene's symbols)
-        looks = p["planner"] in VISION_PLANNERS
+        looks = registered in VISION_PLANNERS
         self.cameras: tuple[str, ...] = (
             tuple(getattr(self.planner, "cameras", None) or (self.planner.camera,)) if looks else ()
         )
-        self.needs_depth = looks and VISION_PLANNERS[p["planner"]]
+        self.needs_depth = looks and VISION_PLANNERS[registered]
         skills = {name: RemoteSkill(self, name) for name in [*SKILLS, *SCRIPTED]}
         self.agent = Agent(
             TabletopDomain(skills=skills),  # type: ignore[arg-type]

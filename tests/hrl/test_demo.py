@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from hrl.demo import build_parser, expected_reading, main, rover_planner
+from hrl.demo import build_parser, expected_reading, main, reading_planner
 from sim.world import load_world
 
 README_AVOID = "Go to the couch without going through the hallway"
@@ -81,23 +81,25 @@ def test_demo_planner_and_model_options(tmp_path):
     assert summary["success"] is True and summary["reading_as_expected"] is True
 
 
-def test_the_rover_planner_is_planner_llm_goals_as_configured_and_model_runs_a_model_untrained(tmp_path):
+def test_the_reading_planner_is_planner_llm_goals_as_configured_and_model_runs_a_model_untrained(tmp_path):
     """No --model: Gemma 3 + the shipped adapter asked the way it was trained (names reading, no examples, the
     robot's place). --model: that model untrained, with the untrained model's prompts (llm_goals_untrained)."""
-    name, params, shown = rover_planner("llm_goals", None)
+    name, params, shown = reading_planner("llm_goals", None)
     assert name == "llm_goals" and shown == "gemma3 + adapter shipped:gemma3_sft"
     assert (params["reading"], params["n_examples"], params["robot_place"]) == ("names", 0, True)
     assert (
         params["backend_params"]["model"] == "gemma3" and params["backend_params"]["lora_path"] == "shipped:gemma3_sft"
     )
-    name, params, shown = rover_planner("llm_goals", "smollm2")
+    name, params, shown = reading_planner("llm_goals", "smollm2")
     assert (name, shown, params["reading"], params["n_examples"]) == ("llm_goals", "smollm2", "spans", 4)
     assert params["backend_params"]["model"] == "smollm2" and params["backend_params"]["lora_path"] is None
     gguf = str(tmp_path / "mine.gguf")
-    _, params, shown = rover_planner("llm_goals", gguf)
+    _, params, shown = reading_planner("llm_goals", gguf)
     assert shown == gguf and params["backend_params"]["model_path"] == gguf and "model" not in params["backend_params"]
-    _, params, _ = rover_planner("llm_route", None)
+    _, params, _ = reading_planner("llm_route", None)
     assert params["reprompt_on_failure"] is True and params["backend_params"]["lora_path"] is None
+    name, params, shown = reading_planner("saycan", "smollm2")  # the tabletop's step-wise reader
+    assert (name, shown, params["backend_params"]["model"]) == ("saycan", "smollm2", "smollm2")
 
 
 @pytest.mark.slow
