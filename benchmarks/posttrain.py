@@ -2,8 +2,10 @@
 
 Instructions: the generated val or test_gen split (seed 0; templates and vocabulary that a training split
 never sees; llm_planner/posttrain/instructions.py), or ``--split test``: the 64 hand-written instructions of
-the ``apartment_language`` and ``house_language`` suites (never in training data). The planner is the default
-``llm_goals`` (reading=spans, retrieved examples), or with ``--adapter FILE.gguf`` the post-trained one: the
+the ``apartment_language`` and ``house_language`` suites (never in training data). The planner is the untrained
+``llm_goals`` (``planner=llm_goals_untrained``: reading=spans, retrieved examples), or with ``--adapter FILE.gguf``
+the post-trained one (the shipped default ``planner=llm_goals``: ``--model gemma3 --adapter
+llm_planner/adapters/gemma3_sft/adapter.gguf``): the
 same embedded model with the GGUF LoRA adapter, in the settings it was trained for (names reading, no worked
 examples, the robot's place said; ``llm_planner.posttrain.train.PLANNER_PARAMS``). It reads each instruction
 through the planner API (``LLMPlanner.interpret``, as benchmarks/llm_planner.py; cache off) and scores the answer with
@@ -148,9 +150,9 @@ def main() -> None:
         settings = ", ".join(f"{k}={v}" for k, v in PLANNER_PARAMS.items())
         name = f"llm_goals {MODEL_NAMES[args.model]} + adapter {args.adapter.name} ({settings})"
     else:
-        # the default llm_goals planner: embedded model, greedy, reading=spans
+        # the untrained llm_goals planner (planner=llm_goals_untrained): embedded model, greedy, reading=spans
         planner = LLMPlanner(cache=False, backend_params={"n_threads": args.threads, "model": args.model})
-        name = f"llm_goals (default: llama_cpp {MODEL_NAMES[args.model]}, reading=spans, greedy, grammar)"
+        name = f"llm_goals (untrained: llama_cpp {MODEL_NAMES[args.model]}, reading=spans, greedy, grammar)"
     rows = score(planner, items, args.out / "rows.jsonl")
     summary = summarise(rows)
     figures = {
