@@ -61,8 +61,11 @@ def test_the_simulated_arm_stacks_red_on_blue_from_a_task_message(processes, rcl
     spin_until(rclpy_node, lambda: len(results.messages) >= len(sent), 10.0)
     answered = {json.loads(r)["id"]: json.loads(r)["outcome"] for r in results.messages}
     assert [c["skill"] for c in sent][:2] == ["reach", "pick_place"], sent
-    assert sent[-1]["skill"] == "release"
-    assert all(answered.get(c["id"]) == "reached" for c in sent), (sent, answered)
+    assert sent[-1]["skill"] == "release" and answered.get(sent[-1]["id"]) == "reached", (sent, answered)
+    assert all(c["id"] in answered for c in sent), (sent, answered)
+    # a skill the physics leaves short (a block caught 'stuck', seen once in a loaded run) is planned again, at most
+    # max_replans (3) times: the task above is still done
+    assert sum(outcome != "reached" for outcome in answered.values()) <= 3, (sent, answered)
     assert any(m.startswith("executing: ") for m in status.messages)
 
 
