@@ -285,6 +285,27 @@ def planner_arguments(name: str, given: dict[str, Any]) -> tuple[str, dict[str, 
     return registered, {**params, **given}
 
 
+def planner_from_file(name: str, params_file: str) -> tuple[str, dict[str, Any]]:
+    """:func:`planner_arguments` with the keys of the YAML mapping in ``params_file`` (empty: none): the ROS planner
+    nodes' ``planner`` and ``planner_params_file``. A file that is not YAML or not a mapping is a ValueError naming
+    it; a missing one is a FileNotFoundError."""
+    import yaml
+
+    given: Any = {}
+    if params_file:
+        path = Path(params_file)
+        try:
+            given = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise ValueError(f"planner_params_file {params_file!r} is not valid YAML: {err}") from None
+        if given is not None and not isinstance(given, dict):
+            raise ValueError(
+                f"planner_params_file {params_file!r} must hold a mapping of parameters (key: value), "
+                f"not a {type(given).__name__}"
+            )
+    return planner_arguments(name, dict(given or {}))
+
+
 def planner_params(planner: Any) -> dict[str, Any]:
     """The planner's constructor arguments; an LLM backend group (planner/backend=...) joins them."""
     from omegaconf import OmegaConf

@@ -30,7 +30,6 @@ import json
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from rclpy.node import Node
@@ -59,8 +58,8 @@ PARAMS = [
     Param(
         "planner",
         "symbolic",
-        "a registered planner that plans for the tabletop (symbolic, flat, llm_goals, saycan; vla and vlm_http "
-        "look through the camera topics)",
+        "a planner config that plans for the tabletop, as planner=<name> (configs/planner/<name>.yaml: symbolic, "
+        "flat, llm_goals, llm_goals_untrained, saycan; vla and vlm_http look through the camera topics)",
         non_empty,
     ),
     Param(
@@ -167,23 +166,18 @@ class ArmPlannerNode(Node):
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__("arm_planner_node", parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
-        import yaml
-
         from hierarchy.agent import Agent, AgentConfig
         from hierarchy.tabletop import SCRIPTED, SKILLS, TabletopDomain
         from hrl.config import planners_for
-        from hrl.eval import planner_arguments
+        from hrl.eval import planner_from_file
         from hrl.hierarchy_eval import build_planner
         from sim.tabletop.scene import load_scene
 
         p = self.p = declare(self, PARAMS)
         try:
             self.scene = load_scene(p["scene"])
-            params = yaml.safe_load(Path(p["planner_params_file"]).read_text()) if p["planner_params_file"] else {}
-            if not isinstance(params or {}, dict):
-                raise ValueError(f"planner_params_file {p['planner_params_file']!r} must hold a mapping of parameters")
             # planner=<name> as configured (configs/planner/<name>.yaml, as hrl-eval runs it), the file's keys over it
-            registered, params = planner_arguments(p["planner"], dict(params or {}))
+            registered, params = planner_from_file(p["planner"], p["planner_params_file"])
             if registered not in planners_for("tabletop"):
                 raise ValueError(
                     f"parameter 'planner' = {p['planner']!r} does not plan for the tabletop; use one of: "

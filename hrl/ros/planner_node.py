@@ -56,7 +56,13 @@ STATUS_PERIOD_S = 1.0  # a 'planning' report this often while a plan is being co
 
 PARAMS = [
     Param("map", "apartment", "map the robot runs in (its frame is the odom frame)", non_empty),
-    Param("planner", "graph", "a registered planner (llm_planner.base.PLANNERS)", non_empty),
+    Param(
+        "planner",
+        "graph",
+        "a planner config, as planner=<name> (configs/planner/<name>.yaml: graph, sorb, llm_goals, "
+        "llm_goals_untrained...), or a registered planner (llm_planner.base.PLANNERS)",
+        non_empty,
+    ),
     Param(
         "planner_params_file",
         "",
@@ -141,9 +147,7 @@ class PlannerNode(Node):
         super().__init__("planner_node", parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
         import inspect
 
-        import yaml
-
-        from hrl.eval import planner_arguments
+        from hrl.eval import planner_from_file
         from hrl.hierarchy_eval import build_planner
         from llm_planner.base import planner_class
         from sim.world import load_world
@@ -151,11 +155,8 @@ class PlannerNode(Node):
         p = self.p = declare(self, PARAMS)
         try:
             self.world = load_world(p["map"])
-            params = yaml.safe_load(Path(p["planner_params_file"]).read_text()) if p["planner_params_file"] else {}
-            if not isinstance(params or {}, dict):
-                raise ValueError(f"planner_params_file {p['planner_params_file']!r} must hold a mapping of parameters")
             # planner=<name> as configured (configs/planner/<name>.yaml, as hrl-eval runs it), the file's keys over it
-            name, params = planner_arguments(p["planner"], dict(params or {}))
+            name, params = planner_from_file(p["planner"], p["planner_params_file"])
             cls = planner_class(name)  # unknown names fail here, with the list
             if "policy" in inspect.signature(cls).parameters:  # planners that read the policy's critic (sorb)
                 params.setdefault("policy", p["policy"])

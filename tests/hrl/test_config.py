@@ -227,6 +227,30 @@ def test_the_default_llm_planner_gives_its_backend_up_whole_and_a_ros_params_fil
     assert planner_arguments("graph", {"spacing": 1.5})[1] == {"spacing": 1.5, "goal_tolerance": 0.3}
 
 
+def test_planner_from_file_reads_a_params_file_and_names_a_bad_one(tmp_path):
+    """The ROS planner nodes' planner_params_file: its keys over the config; a file that is not YAML, or YAML that
+    is not a mapping, is an error naming the file and what it must hold (never a yaml traceback)."""
+    from hrl.eval import planner_from_file
+
+    good = tmp_path / "graph.yaml"
+    good.write_text("spacing: 1.5\n")
+    assert planner_from_file("graph", str(good)) == ("graph", {"spacing": 1.5, "goal_tolerance": 0.3})
+    assert planner_from_file("graph", "") == ("graph", {"spacing": 2.0, "goal_tolerance": 0.3})  # the config's
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert planner_from_file("graph", str(empty)) == planner_from_file("graph", "")
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- spacing\n- 1.5\n")
+    with pytest.raises(ValueError, match=r"list\.yaml.*must hold a mapping.*not a list"):
+        planner_from_file("graph", str(listed))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spacing: [1.5\n")
+    with pytest.raises(ValueError, match=r"broken\.yaml.*not valid YAML"):
+        planner_from_file("graph", str(broken))
+    with pytest.raises(FileNotFoundError):
+        planner_from_file("graph", str(tmp_path / "absent.yaml"))
+
+
 def test_configured_planner_works_inside_a_running_hydra_app_and_leaves_it_running():
     """hrl-deploy processes=one builds the ROS nodes inside its Hydra job: composing a planner config there must
     neither fail ("GlobalHydra is already initialized") nor end the app's Hydra."""
