@@ -52,13 +52,17 @@ def sft_example(tokenizer: Any, prompt: list[dict[str, str]], answer: str) -> SF
     return SFTExample(tuple(system), full[len(system) :], len(full) - len(asked))
 
 
-def _batched_rest(model: Any, prefix: list[int], rests: list[list[int]], pad: int, grad: bool) -> tuple[Any, Any]:
-    """Logits for every ``rest`` after the shared ``prefix``: (logits of the prefix's last position [V],
-    logits of the rests [B, S, V]); the prefix is evaluated once, its KV cache repeated over the batch."""
+def _batched_rest(
+    model: Any, prefix: list[int], rests: list[list[int]], start: list[int], pad: int, grad: bool
+) -> list[Any]:
+    """The logits predicting ``rests[i][start[i]:]`` after the shared ``prefix``, one [len - start, V] tensor a
+    rest; the prefix is evaluated once, its KV cache repeated over the batch."""
     context = torch.enable_grad() if grad else torch.no_grad()
     with context:
-        # the prefix's last position alone needs logits: all of them cost Gemma 3 (262k-token vocabulary) over a quarter
-        # of an SFT step (26-28 s -> 19-20 s a step of 8 on 2 cores, the same loss)
+        # logits only where a target is predicted: the prefix's last position (logits_to_keep=1) and, in the rests,
+        # the positions before each scored token (a boolean mask). All of them cost Gemma 3 (262k-token vocabulary)
+        # most of an SFT step, whose loss is the answer's ~20 tokens of ~60 (2 cores, a step of 8: 26-28 s with
+        # every position, 19-20 s with the prefix's last only)
         out = model(input_ids=torch.tensor([prefix]), use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         cache.batch_repeat_interleave(len(rests))
@@ -66,22 +70,30 @@ def _batched_rest(model: Any, prefix: list[int], rests: list[list[int]], pad: in
         ids = torch.full((len(rests), width), pad, dtype=torch.long)
         mask = torch.zeros(len(rests), len(prefix) + width, dtype=torch.long)
         mask[:, : len(prefix)] = 1
-        for i, r in enumerate(rests):
+        keep = torch.zeros(len(rests), width, dtype=torch.bool)
+        for i, (r, s) in enumerate(zip(rests, start, strict=True)):
             ids[i, : len(r)] = torch.tensor(r)
             mask[i, len(prefix) : len(prefix) + len(r)] = 1
+            keep[i, max(s - 1, 0) : len(r) - 1] = True  # position p predicts token p + 1
         pos = (len(prefix) + torch.arange(width)).expand(len(rests), width)
-        rest = model(input_ids=ids, attention_mask=mask, past_key_values=cache, position_ids=pos)
-    return out.logits[0, -1], rest.logits
+        rest = model(input_ids=ids, attention_mask=mask, past_key_values=cache, position_ids=pos, logits_to_keep=keep)
+        kept = rest.logits.reshape(-1, rest.logits.shape[-1])  # [kept positions, V], row by row
+        first = out.logits[0, -1]
+        preds, at = [], 0
+        for r, s in zip(rests, start, strict=True):
+            n = len(r) - 1 - max(s - 1, 0)
+            chunk = kept[at : at + n]
+            at += n
+            preds.append(torch.cat([first[None], chunk]) if s == 0 else chunk)
+    return preds
 
 
-def _token_logprobs(first: Any, logits: Any, rests: list[list[int]], start: list[int]) -> list[Any]:
-    """log p of rests[i][start[i]:] given everything before (``first``: the logits predicting rests[i][0])."""
-    result = []
-    for i, r in enumerate(rests):
-        pred = torch.cat([first[None], logits[i, : len(r) - 1]])[start[i] :]
-        target = torch.tensor(r[start[i] :])
-        result.append(-functional.cross_entropy(pred.float(), target, reduction="none"))
-    return result
+def _token_logprobs(preds: list[Any], rests: list[list[int]], start: list[int]) -> list[Any]:
+    """log p of rests[i][start[i]:] given everything before (``preds``: :func:`_batched_rest`'s logits)."""
+    return [
+        -functional.cross_entropy(pred.float(), torch.tensor(r[s:]), reduction="none")
+        for pred, r, s in zip(preds, rests, start, strict=True)
+    ]
 
 
 def sft_loss(model: Any, examples: list[SFTExample], pad: int) -> tuple[Any, dict[str, float]]:
@@ -90,16 +102,15 @@ def sft_loss(model: Any, examples: list[SFTExample], pad: int) -> tuple[Any, dic
     if len(prefixes) != 1:
         raise ValueError("sft_loss needs examples with one shared prefix (batch them by map)")
     rests = [e.rest for e in examples]
-    first, logits = _batched_rest(model, list(examples[0].prefix), rests, pad, grad=True)
-    logps = _token_logprobs(first, logits, rests, [len(r) - e.n_answer for r, e in zip(rests, examples, strict=True)])
+    start = [len(r) - e.n_answer for r, e in zip(rests, examples, strict=True)]
+    preds = _batched_rest(model, list(examples[0].prefix), rests, start, pad, grad=True)
+    logps = _token_logprobs(preds, rests, start)
     tokens = torch.cat(logps)
     loss = -tokens.mean()
     with torch.no_grad():  # the greedy token equals the target: TRL's mean_token_accuracy
-        hits = 0
-        for i, e in enumerate(examples):
-            r = rests[i]
-            pred = torch.cat([first[None], logits[i, : len(r) - 1]])[len(r) - e.n_answer :].argmax(-1)
-            hits += int((pred == torch.tensor(r[len(r) - e.n_answer :])).sum())
+        hits = sum(
+            int((pred.argmax(-1) == torch.tensor(r[s:])).sum()) for pred, r, s in zip(preds, rests, start, strict=True)
+        )
     return loss, {"loss": loss.item(), "mean_token_accuracy": hits / len(tokens), "tokens": len(tokens)}
 
 
@@ -142,8 +153,8 @@ def sample(
 
 def completion_logprobs(model: Any, prompt: list[int], completions: list[list[int]], pad: int) -> list[Any]:
     """Per-token log-probabilities (with gradients) of each completion of ``prompt``; the prompt is run once."""
-    first, logits = _batched_rest(model, prompt, completions, pad, grad=True)
-    return _token_logprobs(first, logits, completions, [0] * len(completions))
+    start = [0] * len(completions)
+    return _token_logprobs(_batched_rest(model, prompt, completions, start, pad, grad=True), completions, start)
 
 
 def grpo_loss(logps: list[Any], rewards: list[float], max_len: int) -> tuple[Any, dict[str, float]]:

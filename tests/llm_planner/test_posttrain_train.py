@@ -83,6 +83,23 @@ def test_shared_prefix_loss_and_gradients_equal_the_plain_forward_pass(fresh):
             torch.testing.assert_close(shared[n], p.grad, rtol=1e-3, atol=1e-6)
 
 
+def test_completion_logprobs_equal_the_plain_forward_pass(fresh):
+    """GRPO's log-probabilities, the prompt run once and only the scored positions' logits kept, equal those of
+    each sequence run whole, for completions of different lengths (one a single token)."""
+    model, tok = fresh
+    prompt = chat_ids(tok, prompt_messages(TOY[0]), generation_prompt=True)
+    completions = [tok(json.dumps(it.answer()), add_special_tokens=False)["input_ids"] for it in TOY[:2]]
+    completions.append(completions[0][:1])
+    with torch.no_grad():
+        shared = completion_logprobs(model, prompt, completions, tok.pad_token_id)
+        for c, lp in zip(completions, shared, strict=True):
+            ids = torch.tensor([prompt + c])
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+            plain = -torch.nn.functional.cross_entropy(logits, ids[0, len(prompt) :], reduction="none")
+            assert lp.shape == (len(c),)
+            torch.testing.assert_close(lp, plain, rtol=1e-4, atol=1e-4)
+
+
 def test_a_grpo_step_raises_the_probability_of_the_rewarded_answer(fresh):
     model, tok = fresh
     item = TOY[0]
