@@ -169,24 +169,7 @@ class TabletopReader:
     def messages(self, instruction: str, scene: TabletopView) -> list[Message]:
         """System prompt (the scene's blocks and places), the scene's worked examples, then the scene now and
         the instruction."""
-        check_instruction(instruction)
-        render = self.planner.prompts.render
-        msgs: list[Message] = [
-            {"role": "system", "content": render("tabletop_system.j2", scene=scene, objects=_described(scene))}
-        ]
-        names = scene.names()
-        for ex in self.shots(scene.scene):
-            for g in ex.goals:
-                if g.object not in names["object"] or g.on not in names["object"] + names["place"]:
-                    raise ValueError(
-                        f"tabletop example {ex.text!r} names {g.text()!r}, not in scene {scene.scene!r}: "
-                        f"objects {names['object']}, places {names['place']}"
-                    )
-            msgs.append({"role": "user", "content": render("tabletop_user.j2", instruction=ex.text, scene_text="")})
-            msgs.append({"role": "assistant", "content": example_answer(ex.goals)})
-        user = render("tabletop_user.j2", instruction=instruction, scene_text=scene.text())
-        msgs.append({"role": "user", "content": user})
-        return msgs
+        return tabletop_messages(self.planner.prompts.render, self.shots(scene.scene), instruction, scene)
 
     def shots(self, scene: str) -> list[TabletopExample]:
         """Every worked example of the scene, in the bank's order: a prompt prefix that is the same for every
@@ -194,6 +177,31 @@ class TabletopReader:
         made the 135M model copy the nearest example's answer: 1 of 13 plans right against 3, at 14 s per call
         against 4.4 s; ``n_examples`` and ``retrieval`` are the rover's.)"""
         return [e for e in self.examples if e.scene == scene]
+
+
+def tabletop_messages(
+    render: Any, shots: list[TabletopExample], instruction: str, scene: TabletopView
+) -> list[Message]:
+    """The tabletop prompt: system (``render``: :meth:`PromptBuilder.render`), the worked examples ``shots`` as
+    earlier turns, then the scene now and the instruction; what the planner asks and post-training trains on
+    (llm_planner/posttrain/tabletop_sft.py)."""
+    check_instruction(instruction)
+    msgs: list[Message] = [
+        {"role": "system", "content": render("tabletop_system.j2", scene=scene, objects=_described(scene))}
+    ]
+    names = scene.names()
+    for ex in shots:
+        for g in ex.goals:
+            if g.object not in names["object"] or g.on not in names["object"] + names["place"]:
+                raise ValueError(
+                    f"tabletop example {ex.text!r} names {g.text()!r}, not in scene {scene.scene!r}: "
+                    f"objects {names['object']}, places {names['place']}"
+                )
+        msgs.append({"role": "user", "content": render("tabletop_user.j2", instruction=ex.text, scene_text="")})
+        msgs.append({"role": "assistant", "content": example_answer(ex.goals)})
+    user = render("tabletop_user.j2", instruction=instruction, scene_text=scene.text())
+    msgs.append({"role": "user", "content": user})
+    return msgs
 
 
 def _described(scene: TabletopView) -> list[dict[str, str]]:

@@ -33,8 +33,9 @@ def chat_ids(tokenizer: Any, messages: list[dict[str, str]], generation_prompt: 
 
 @dataclass
 class SFTExample:
-    """One training sequence split as the engine runs it: ``prefix`` (the system message, shared by a map's
-    examples), ``rest`` (the question and the answer) and ``n_answer`` (the last tokens of ``rest``: the loss)."""
+    """One training sequence split as the engine runs it: ``prefix`` (every message before the question: the
+    system message, and the tabletop's worked examples; shared by a map's or a scene's examples), ``rest`` (the
+    question and the answer) and ``n_answer`` (the last tokens of ``rest``: the loss)."""
 
     prefix: tuple[int, ...]
     rest: list[int]
@@ -42,14 +43,14 @@ class SFTExample:
 
 
 def sft_example(tokenizer: Any, prompt: list[dict[str, str]], answer: str) -> SFTExample:
-    """Tokenise a prompt-completion pair; ValueError if the chat template does not split cleanly at the
-    system message and at the answer (the shared prefix would then not be the sequence's real prefix)."""
+    """Tokenise a prompt-completion pair; ValueError if the chat template does not split cleanly before the
+    question and at the answer (the shared prefix would then not be the sequence's real prefix)."""
     full = chat_ids(tokenizer, [*prompt, {"role": "assistant", "content": answer}])
-    system = chat_ids(tokenizer, prompt[:1])
+    shared = chat_ids(tokenizer, prompt[:-1])  # the system message and any worked examples before the question
     asked = chat_ids(tokenizer, prompt, generation_prompt=True)
-    if full[: len(system)] != system or full[: len(asked)] != asked:
-        raise ValueError("the chat template's tokens do not split at the system message / answer; use engine=trl")
-    return SFTExample(tuple(system), full[len(system) :], len(full) - len(asked))
+    if full[: len(shared)] != shared or full[: len(asked)] != asked:
+        raise ValueError("the chat template's tokens do not split at the question / answer; use engine=trl")
+    return SFTExample(tuple(shared), full[len(shared) :], len(full) - len(asked))
 
 
 def _batched_rest(

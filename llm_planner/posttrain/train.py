@@ -24,6 +24,7 @@ from typing import Any
 from llm_planner.llm.prompts import PromptBuilder, robot_whereabouts
 from llm_planner.posttrain.instructions import Instruction, generate, read_jsonl
 from llm_planner.posttrain.reward import Gold, execution_reward, make_reward_function
+from llm_planner.posttrain.tabletop_sft import TABLETOP_MAX_NEW, TabletopItem, TabletopPrompts, score_tabletop
 
 STAGES = ("sft", "grpo")
 ENGINES = ("shared_prefix", "trl")
@@ -46,6 +47,8 @@ class PosttrainConfig:
     data: str | None = None  # a dataset dir (train.jsonl, val.jsonl) from the generator; None: generate one
     n_train: int = 2000
     n_val: int = 100
+    tabletop_train: int = 0  # generated tabletop instructions mixed into sft's training data (the arm's prompt)
+    tabletop_val: int = 24  # and scored at each validation, beside the eval_n navigation ones (with tabletop_train)
     seed: int = 0
     init_adapter: str | None = None  # a trained adapter to start from (grpo: the sft run's adapter/)
     lora_r: int = 16
@@ -94,6 +97,14 @@ class PosttrainConfig:
             )
         if self.eval_n < 0:
             raise ValueError(f"eval_n must be >= 0 (0: no validation), got {self.eval_n}")
+        for key in ("tabletop_train", "tabletop_val"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key} must be >= 0 (0: none), got {getattr(self, key)}")
+        if self.stage == "grpo" and self.tabletop_train:
+            raise ValueError(
+                f"tabletop_train={self.tabletop_train} is for stage=sft: GRPO's reward routes navigation answers "
+                "and has no tabletop check yet; set tabletop_train=0"
+            )
         if self.stage == "grpo" and self.num_generations < 2:
             raise ValueError(f"num_generations must be >= 2 for group-relative advantages, got {self.num_generations}")
         if self.temperature <= 0:
@@ -174,20 +185,34 @@ def load_model(base: str = "smollm2", adapter: str | None = None, lora: dict[str
 _PROMPTS = PromptBuilder("llm_goals")
 
 
-def prompt_messages(item: Instruction) -> list[dict[str, str]]:
+_TABLETOP_PROMPTS: TabletopPrompts | None = None
+
+
+def prompt_messages(item: Instruction | TabletopItem) -> list[dict[str, str]]:
     """The planner's prompt for ``item`` (the settings of :data:`PLANNER_PARAMS`): scene, robot's place,
-    instruction."""
+    instruction; for a tabletop item the arm planner's (llm_planner/posttrain/tabletop_sft.py)."""
+    global _TABLETOP_PROMPTS
     from llm_planner.posttrain.reward import _world
+
+    if isinstance(item, TabletopItem):
+        if _TABLETOP_PROMPTS is None:
+            _TABLETOP_PROMPTS = TabletopPrompts(_PROMPTS.render)
+        return _TABLETOP_PROMPTS.messages(item)
 
     world = _world(item.map)
     pose = Gold.from_columns(item.map, item.start, item.goals, item.avoid).start_pose(world)
     return _PROMPTS.messages(world, item.text, None, [], robot_at=robot_whereabouts(world, (pose.x, pose.y)))
 
 
-def sft_rows(items: list[Instruction]) -> list[dict[str, Any]]:
+def answer_text(item: Instruction | TabletopItem) -> str:
+    """The gold answer as the model is taught to write it."""
+    return item.answer_text() if isinstance(item, TabletopItem) else json.dumps(item.answer())
+
+
+def sft_rows(items: list[Instruction | TabletopItem]) -> list[dict[str, Any]]:
     """TRL's conversational prompt-completion rows (loss on the completion only)."""
     return [
-        {"prompt": prompt_messages(it), "completion": [{"role": "assistant", "content": json.dumps(it.answer())}]}
+        {"prompt": prompt_messages(it), "completion": [{"role": "assistant", "content": answer_text(it)}]}
         for it in items
     ]
 
@@ -211,8 +236,29 @@ def grpo_rows(items: list[Instruction]) -> list[dict[str, Any]]:
     return rows
 
 
-def load_data(config: PosttrainConfig, out_dir: Path) -> dict[str, list[Instruction]]:
-    """train and val instructions: the dataset at ``config.data``, else generated (and written to out_dir/data)."""
+def load_data(config: PosttrainConfig, out_dir: Path) -> dict[str, list[Any]]:
+    """train and val instructions: the dataset at ``config.data``, else generated (and written to out_dir/data);
+    with ``tabletop_train``, generated tabletop instructions join train (``tabletop_val`` of them form
+    ``val_tabletop``), written to out_dir/data/tabletop_{train,val}.jsonl."""
+    data = _navigation_data(config, out_dir)
+    data["val_tabletop"] = []
+    if config.tabletop_train:
+        from llm_planner.posttrain.tabletop_sft import tabletop_items
+
+        tabletop = {
+            "train": tabletop_items(config.tabletop_train, "train", config.seed),
+            "val": tabletop_items(config.tabletop_val, "val", config.seed),
+        }
+        (out_dir / "data").mkdir(parents=True, exist_ok=True)
+        for split, items in tabletop.items():
+            with (out_dir / "data" / f"tabletop_{split}.jsonl").open("w") as f:
+                f.writelines(json.dumps(it.to_row()) + "\n" for it in items)
+        data["train"] = data["train"] + tabletop["train"]
+        data["val_tabletop"] = tabletop["val"]
+    return data
+
+
+def _navigation_data(config: PosttrainConfig, out_dir: Path) -> dict[str, list[Any]]:
     if config.data:
         root = Path(config.data)
         missing = [n for n in ("train.jsonl", "val.jsonl") if not (root / n).is_file()]
@@ -228,8 +274,9 @@ def load_data(config: PosttrainConfig, out_dir: Path) -> dict[str, list[Instruct
 
 
 # -- validation -------------------------------------------------------------------------------------------
-def greedy_answers(model: Any, tokenizer: Any, items: list[Instruction], max_new: int = 40) -> list[str]:
-    """Greedy answers of the ``transformers`` model, one prompt at a time (no grammar: the weights alone)."""
+def greedy_answers(model: Any, tokenizer: Any, items: list[Any], max_new: int = 40) -> list[str]:
+    """Greedy answers of the ``transformers`` model, one prompt at a time (no grammar: the weights alone);
+    a tabletop item may take TABLETOP_MAX_NEW tokens."""
     from llm_planner.posttrain.engine import chat_ids, sample
 
     was_training = model.training
@@ -238,19 +285,24 @@ def greedy_answers(model: Any, tokenizer: Any, items: list[Instruction], max_new
         out = []
         for it in items:
             ids = chat_ids(tokenizer, prompt_messages(it), generation_prompt=True)
-            seq = sample(model, ids, 1, max_new, 0.0, {tokenizer.eos_token_id})[0]
+            limit = max(max_new, TABLETOP_MAX_NEW) if isinstance(it, TabletopItem) else max_new
+            seq = sample(model, ids, 1, limit, 0.0, {tokenizer.eos_token_id})[0]
             out.append(tokenizer.decode(seq, skip_special_tokens=True))
         return out
     finally:
         model.train(was_training)
 
 
-def score(items: list[Instruction], answers: list[str], extra_target_cost: float = 0.0) -> dict[str, Any]:
-    """Success (reward 1 by the task's check), exact plan accuracy and mean reward, overall and by category."""
+def score(items: list[Any], answers: list[str], extra_target_cost: float = 0.0) -> dict[str, Any]:
+    """Success (reward 1 by the task's check), exact plan accuracy and mean reward, overall and by category,
+    over the navigation items; tabletop items (exactly the gold placements, in order) as ``tabletop`` and
+    categories ``tabletop_<category>``."""
     from llm_planner.posttrain.reward import _world
 
+    pairs = list(zip(items, answers, strict=True))
+    table = [(it, a) for it, a in pairs if isinstance(it, TabletopItem)]
     by_cat: dict[str, list[Any]] = defaultdict(list)
-    for it, text in zip(items, answers, strict=True):
+    for it, text in ((it, a) for it, a in pairs if not isinstance(it, TabletopItem)):
         gold = Gold.from_columns(it.map, it.start, it.goals, it.avoid)
         by_cat[it.category].append(execution_reward(text, gold, _world(it.map), extra_target_cost=extra_target_cost))
     rewards = [r for rs in by_cat.values() for r in rs]
@@ -262,6 +314,13 @@ def score(items: list[Instruction], answers: list[str], extra_target_cost: float
         "reward": sum(r.value for r in rewards) / max(n, 1),
     }
     result["by_category"] = {c: sum(r.outcome == "success" for r in rs) / len(rs) for c, rs in sorted(by_cat.items())}
+    if table:
+        right = score_tabletop([it for it, _ in table], [a for _, a in table])
+        result["tabletop"] = sum(right) / len(right)
+        cats: dict[str, list[bool]] = defaultdict(list)
+        for (it, _), ok in zip(table, right, strict=True):
+            cats[f"tabletop_{it.category}"].append(ok)
+        result["by_category"].update({c: sum(v) / len(v) for c, v in sorted(cats.items())})
     return result
 
 
@@ -313,7 +372,7 @@ class CurveLog:
     def val(self, step: int, result: dict[str, Any], seconds: float) -> None:
         row = {
             "step": step,
-            **{k: result[k] for k in ("n", "success", "exact", "reward")},
+            **{k: result[k] for k in ("n", "success", "exact", "reward", "tabletop") if k in result},
             "seconds": round(seconds, 1),
         }
         row.update({f"success/{c}": v for c, v in result["by_category"].items()})
@@ -361,7 +420,8 @@ def validate(model: Any, tokenizer: Any, val: list[Instruction], step: int, log:
     log.val(step, result, time.perf_counter() - t0)
     log.plot()
     cats = " ".join(f"{c} {v:.0%}" for c, v in result["by_category"].items())
-    print(f"[hrl-posttrain] step {step}: val success {result['success']:.0%} ({cats})", flush=True)
+    table = f", tabletop {result['tabletop']:.0%}" if "tabletop" in result else ""
+    print(f"[hrl-posttrain] step {step}: val success {result['success']:.0%}{table} ({cats})", flush=True)
 
 
 def _callback(config: PosttrainConfig, tokenizer: Any, val: list[Instruction], log: CurveLog):
@@ -433,7 +493,7 @@ def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokeniz
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
     data = load_data(config, out)
-    val = data["val"][: config.eval_n] if config.eval_n else []
+    val = (data["val"][: config.eval_n] + data["val_tabletop"]) if config.eval_n else []
     if model is None or tokenizer is None:
         model, tokenizer = load_model(
             config.base,
@@ -664,7 +724,7 @@ def _only_categories(train: list[Instruction], categories: list[str]) -> list[In
 def _own_sft(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
     from llm_planner.posttrain.engine import sft_example, sft_loss
 
-    examples = {id(it): sft_example(tokenizer, prompt_messages(it), json.dumps(it.answer())) for it in train}
+    examples = {id(it): sft_example(tokenizer, prompt_messages(it), answer_text(it)) for it in train}
     batch_at = _batches(train, config.batch_size, config.seed, key=lambda it: examples[id(it)].prefix)
 
     def step_fn(index: int) -> dict[str, float]:

@@ -13,9 +13,11 @@ from llm_planner.llm.prompts import robot_whereabouts
 from llm_planner.planners.llm import LLMPlanner
 from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sft_example, sft_loss
 from llm_planner.posttrain.instructions import Instruction
+from llm_planner.posttrain.tabletop_sft import tabletop_items
 from llm_planner.posttrain.train import (
     PLANNER_PARAMS,
     PosttrainConfig,
+    answer_text,
     greedy_answers,
     load_model,
     prompt_messages,
@@ -81,6 +83,25 @@ def test_shared_prefix_loss_and_gradients_equal_the_plain_forward_pass(fresh):
     for n, p in model.named_parameters():
         if p.requires_grad:
             torch.testing.assert_close(shared[n], p.grad, rtol=1e-3, atol=1e-6)
+
+
+def test_a_tabletop_batch_shares_its_worked_examples_and_equals_the_plain_forward_pass(fresh):
+    """The arm's prompt: the system message and the scene's worked examples are the shared prefix (run once a
+    batch), the scene now and the instruction the rest; the loss equals each sequence run whole."""
+    model, tok = fresh
+    items = [it for it in tabletop_items(9, "train", seed=0) if it.scene == "blocks"]
+    examples = [sft_example(tok, prompt_messages(it), answer_text(it)) for it in items]
+    assert len(items) == 3 and len({e.prefix for e in examples}) == 1
+    assert tok.decode(list(examples[0].prefix)).count('{"subgoals": [') >= 1  # worked examples in the prefix
+    with torch.no_grad():
+        loss, stats = sft_loss(model, examples, tok.pad_token_id)
+        total, count = 0.0, 0
+        for e in examples:
+            ids = torch.tensor([list(e.prefix) + e.rest])
+            logits = model(input_ids=ids).logits[0, -e.n_answer - 1 : -1]
+            total += float(torch.nn.functional.cross_entropy(logits, ids[0, -e.n_answer :], reduction="sum"))
+            count += e.n_answer
+    assert stats["tokens"] == count and loss.item() == pytest.approx(total / count, rel=1e-4)
 
 
 def test_completion_logprobs_equal_the_plain_forward_pass(fresh):
@@ -175,6 +196,20 @@ def test_the_trl_engine_runs_sft_and_grpo_steps(tmp_path):
     run(grpo, tmp_path / "grpo")
     logged = list(csv.DictReader((tmp_path / "grpo" / "train_log.csv").open()))
     assert any("reward" in key for key in logged[0])
+
+
+def test_sft_mixes_tabletop_instructions_and_validates_them_by_category(fresh, tmp_path):
+    """tabletop_train=N joins N generated tabletop instructions (the arm's prompt) to the navigation data; the
+    validation scores tabletop_val of them beside the navigation ones and logs them by category."""
+    model, tok = fresh
+    config = PosttrainConfig(stage="sft", data=write_toy(tmp_path), tabletop_train=3, tabletop_val=1, eval_n=1,
+                             max_steps=2, save_steps=2, batch_size=2, export=False)  # fmt: skip
+    run(config, tmp_path / "mixed", model, tok)
+    written = (tmp_path / "mixed" / "data" / "tabletop_train.jsonl").read_text().splitlines()
+    assert [json.loads(r)["scene"] for r in written] == ["blocks", "sort", "clear"]
+    rows = list(csv.DictReader((tmp_path / "mixed" / "val_log.csv").open()))
+    assert rows and 0 <= float(rows[-1]["tabletop"]) <= 1 and rows[-1]["n"] == "1"
+    assert any(k.startswith("success/tabletop_") for k in rows[-1])
 
 
 def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_path):
