@@ -117,6 +117,16 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def split_label(split: str, n: int) -> str:
+    """The split as RESULTS.md names it; a generated one with its generator's template count, since adding
+    templates re-deals every split (val of 62 templates and val of 99 are different sets)."""
+    if split == "test":
+        return f"test ({n})"
+    from llm_planner.posttrain.instructions import TEMPLATES
+
+    return f"{split} ({n}; {sum(map(len, TEMPLATES.values()))}-template generator)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="instructions (shared equally by the maps)")
@@ -173,7 +183,7 @@ def main() -> None:
         record(
             "posttrain",
             figures,
-            [name, f"{args.split} ({len(rows)})", f"**{a['success_rate']:.0%}** ({a['wilson95'][0]:.0%}-"
+            [name, split_label(args.split, len(rows)), f"**{a['success_rate']:.0%}** ({a['wilson95'][0]:.0%}-"
              f"{a['wilson95'][1]:.0%})", f"{a['exact_rate']:.0%}", cats,
              f"{a['latency_median_s']} / {a['latency_p95_s']} s"],
             ["planner", "split (n)", "success (Wilson 95 %)", "exact", "by category", "latency median / p95"],

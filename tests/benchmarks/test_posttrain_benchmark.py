@@ -30,3 +30,12 @@ def test_score_and_summarise_a_planner_on_instructions(tmp_path):
     assert summary["all"]["success"] == 1 and summary["all"]["n"] == 3
     assert summary["single"]["success_rate"] == 0.5 and summary["alias"]["success_rate"] == 0.0
     assert summary["outcomes"] == {"missed_target": 1, "planner_error": 1, "success": 1}
+
+
+def test_a_generated_split_is_recorded_with_its_generator_size():
+    """Adding templates re-deals the generated splits: RESULTS.md rows must say which val they scored."""
+    from llm_planner.posttrain.instructions import TEMPLATES
+
+    templates = sum(len(t) for t in TEMPLATES.values())
+    assert posttrain.split_label("val", 100) == f"val (100; {templates}-template generator)"
+    assert posttrain.split_label("test", 64) == "test (64)"
