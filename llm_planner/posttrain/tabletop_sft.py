@@ -18,15 +18,15 @@ instructions never generated) into items ``hrl-posttrain tabletop_train=N`` mixe
 
 from __future__ import annotations
 
-import json
 import zlib
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from llm_planner.planners.llm_tabletop import TABLETOP_EXAMPLES, example_answer, load_tabletop_examples
-from llm_planner.tabletop import ObjectView, PlaceView, Relation, TabletopView
+from llm_planner.tabletop import ObjectView, PlaceSubgoal, PlaceView, Relation, TabletopPlan, TabletopView
 
 #: The shipped scenes with a vocabulary (sim/scenes/vocab/): the default mix.
 TABLETOP_SCENES = ("blocks", "sort", "clear")
@@ -80,12 +80,17 @@ def tabletop_items(
     return out
 
 
+@cache
+def _scene(scene: str) -> Any:
+    from sim.tabletop.scene import load_scene
+
+    return load_scene(scene)  # parsed once a process: every item of a scene asks for it
+
+
 def scene_view(scene: str, layout_seed: int) -> TabletopView:
     """The scene as the planner sees it at an episode's start: every block on the table where
     :meth:`TabletopScene.sample_layout` puts it for ``layout_seed``."""
-    from sim.tabletop.scene import load_scene
-
-    spec = load_scene(scene)
+    spec = _scene(scene)
     layout = spec.sample_layout(np.random.default_rng(layout_seed))
     objects = tuple(
         ObjectView(
@@ -118,15 +123,13 @@ class TabletopPrompts:
 
 
 def read_answer(text: str) -> list[tuple[str, str]] | None:
-    """The (object, on) pairs an answer places, in order; None for an answer the planner could not read."""
+    """The (object, on) pairs an answer places, in order; None for an answer the planner could not read (the
+    planner's own :class:`TabletopPlan`; a ValidationError is a ValueError)."""
     try:
-        data = json.loads(text)
-        subgoals = data["subgoals"]
-        if not isinstance(subgoals, list):
-            return None
-        return [(str(s["object"]), str(s["on"])) for s in subgoals if s.get("kind", "place") == "place"]
-    except (ValueError, KeyError, TypeError, AttributeError):
+        plan = TabletopPlan.model_validate_json(text)
+    except ValueError:
         return None
+    return [(s.object, s.on) for s in plan.subgoals if isinstance(s, PlaceSubgoal)]
 
 
 def score_tabletop(items: list[TabletopItem], answers: list[str]) -> list[bool]:

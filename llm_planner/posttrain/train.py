@@ -18,6 +18,7 @@ import json
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -185,19 +186,18 @@ def load_model(base: str = "smollm2", adapter: str | None = None, lora: dict[str
 _PROMPTS = PromptBuilder("llm_goals")
 
 
-_TABLETOP_PROMPTS: TabletopPrompts | None = None
+@cache
+def _tabletop_prompts() -> TabletopPrompts:
+    return TabletopPrompts(_PROMPTS.render)  # the worked examples read once
 
 
 def prompt_messages(item: Instruction | TabletopItem) -> list[dict[str, str]]:
     """The planner's prompt for ``item`` (the settings of :data:`PLANNER_PARAMS`): scene, robot's place,
     instruction; for a tabletop item the arm planner's (llm_planner/posttrain/tabletop_sft.py)."""
-    global _TABLETOP_PROMPTS
     from llm_planner.posttrain.reward import _world
 
     if isinstance(item, TabletopItem):
-        if _TABLETOP_PROMPTS is None:
-            _TABLETOP_PROMPTS = TabletopPrompts(_PROMPTS.render)
-        return _TABLETOP_PROMPTS.messages(item)
+        return _tabletop_prompts().messages(item)
 
     world = _world(item.map)
     pose = Gold.from_columns(item.map, item.start, item.goals, item.avoid).start_pose(world)

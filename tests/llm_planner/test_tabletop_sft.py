@@ -4,6 +4,7 @@ arm planner asks, the gold answers are plans the scene accepts, and the scoring 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
@@ -25,7 +26,7 @@ def test_tabletop_items_are_deterministic_per_seed_and_shared_by_the_scenes():
     assert items == tabletop_items(30, "train", seed=0)
     assert [it.text for it in items] != [it.text for it in tabletop_items(30, "train", seed=1)]
     assert [it.scene for it in items[:3]] == list(TABLETOP_SCENES)
-    assert {it.scene: sum(i.scene == it.scene for i in items) for it in items} == dict.fromkeys(TABLETOP_SCENES, 10)
+    assert Counter(it.scene for it in items) == dict.fromkeys(TABLETOP_SCENES, 10)
     assert len({it.text for it in items}) == 30 and len({it.layout_seed for it in items}) == 30
     val = tabletop_items(12, "val", seed=0)
     assert not {it.text for it in val} & {it.text for it in items}
