@@ -23,7 +23,8 @@ typo       a single or alias instruction with one or two typing errors in the pl
 
 **Splits** (:data:`SPLITS`) hold out templates *and* vocabulary. Per seed, each template family is
 shuffled and cut into train / val / test_gen (60/20/20 %, at least one each), and so are the filler
-phrases; per place, the map's aliases and the vocabulary's phrases are each shuffled and one is held out
+phrases (templates appended to a family later are cut among themselves, :data:`DEALT`, so earlier ones keep
+their split); per place, the map's aliases and the vocabulary's phrases are each shuffled and one is held out
 for val and, where there are three or more, one for test_gen. An instruction of a split uses only that
 split's templates and phrases, so val and test_gen read sentences and words that training never saw.
 Names ("the kitchen") are shared by all splits: they are what the model must always read.
@@ -41,6 +42,7 @@ Dataset on disk (JSONL per split + ``card.json`` + ``README.md``)::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import re
@@ -273,17 +275,52 @@ class SplitPlan:
         return asdict(self)
 
 
+#: How many templates of each family (and filler phrases of each kind) were dealt together, batch by batch. The
+#: first batch is shuffled and cut as one; a template appended later is dealt with the others appended after the
+#: last recorded batch, never with the earlier ones. So appending templates leaves every existing template in its
+#: split, and val / test_gen figures stay comparable across generator versions. Before appending to a family a
+#: second time, record the length it has now (the batch already dealt): ``"avoid": (22, 30)``. The first batches
+#: are the 99-template generator that adapter version 2 trained on.
+DEALT: dict[str, tuple[int, ...]] = {
+    "one": (24,),
+    "multi": (20,),
+    "avoid": (22,),
+    "correction": (15,),
+    "return": (18,),
+    "prefix": (10,),
+    "suffix": (10,),
+}
+
+
 def split_templates(seed: int) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-    """(template ids, filler ids) per split for ``seed``; the same for every map."""
+    """(template ids, filler ids) per split for ``seed``; the same for every map. Each family is dealt in the
+    batches of :data:`DEALT`."""
     templates = {s: [] for s in SPLITS}
     fillers = {s: [] for s in SPLITS}
-    for family, items in TEMPLATES.items():
-        for split, ids in _cut([f"{family}/{i}" for i in range(len(items))], f"{seed}:templates:{family}").items():
-            templates[split] += ids
-    for kind, items in FILLERS.items():
-        for split, ids in _cut([f"{kind}/{i}" for i in range(len(items))], f"{seed}:fillers:{kind}").items():
-            fillers[split] += ids
+    for out, kind, families in ((templates, "templates", TEMPLATES), (fillers, "fillers", FILLERS)):
+        for family, items in families.items():
+            for split, ids in _deal(family, len(items), f"{seed}:{kind}:{family}").items():
+                out[split] += ids
     return {s: tuple(v) for s, v in templates.items()}, {s: tuple(v) for s, v in fillers.items()}
+
+
+def _deal(family: str, n: int, key: str) -> dict[str, list[str]]:
+    """The ids ``family/0 .. family/n-1`` per split, each batch of :data:`DEALT` cut on its own (the first with
+    ``key``, later ones with ``key:start``), the templates past the last batch as one more."""
+    ends = list(DEALT.get(family, ()))
+    if any(b <= a for a, b in itertools.pairwise([0, *ends])) or (ends and ends[-1] > n):
+        raise ValueError(
+            f"DEALT[{family!r}] = {DEALT[family]} must increase from 1 and end at most at the family's {n} templates"
+        )
+    ends += [n] if not ends or ends[-1] < n else []
+    dealt = {s: [] for s in SPLITS}
+    start = 0
+    for end in ends:
+        batch = [f"{family}/{i}" for i in range(start, end)]
+        for split, ids in _cut(batch, key if start == 0 else f"{key}:{start}").items():
+            dealt[split] += ids
+        start = end
+    return dealt
 
 
 def _cut(items: list[str], key: str) -> dict[str, list[str]]:

@@ -10,8 +10,10 @@ import pytest
 from hrl.tasks import load_suite, suite_from_dict
 from llm_planner.planners.common import goal_point
 from llm_planner.planners.graph import GraphPlanner, room_name
+from llm_planner.posttrain import instructions
 from llm_planner.posttrain.instructions import (
     CATEGORIES,
+    DEALT,
     FILLERS,
     SPLITS,
     TEMPLATES,
@@ -21,6 +23,7 @@ from llm_planner.posttrain.instructions import (
     main,
     normalise,
     read_jsonl,
+    split_templates,
     typo,
 )
 from llm_planner.posttrain.reward import make_reward_function
@@ -104,6 +107,34 @@ def test_splits_are_disjoint_by_template_and_by_vocabulary(generated):
             for i in used["val"]:
                 if i.category != "typo":  # a typo misspells the phrase it records
                     assert all(p in i.text for p in i.phrases), i
+
+
+def test_templates_appended_later_leave_the_dealt_ones_in_their_splits(monkeypatch):
+    """DEALT records what was dealt; templates appended to a family are cut among themselves, so every template
+    dealt before keeps its split (figures stay comparable), and the new ones reach all three splits."""
+    assert set(DEALT) == set(TEMPLATES) | set(FILLERS)
+    assert all(DEALT[f][-1] == len(items) for f, items in (TEMPLATES | FILLERS).items())  # nothing undealt today
+
+    def where(seed):
+        return {t: s for s, ids in split_templates(seed)[0].items() for t in ids}
+
+    before = {seed: where(seed) for seed in range(3)}
+    grown = {
+        **TEMPLATES,
+        "avoid": TEMPLATES["avoid"] + tuple(f"Reach the {{a}} without the {{x}} ({k})." for k in range(7)),
+    }
+    monkeypatch.setattr(instructions, "TEMPLATES", grown)
+    for seed in range(3):
+        after = where(seed)
+        assert {t: after[t] for t in before[seed]} == before[seed]
+        new = {after[f"avoid/{i}"] for i in range(len(TEMPLATES["avoid"]), len(grown["avoid"]))}
+        assert new == set(SPLITS)
+    monkeypatch.setitem(DEALT, "avoid", (22, 20))
+    with pytest.raises(ValueError, match=r"DEALT\['avoid'\] = \(22, 20\) must increase"):
+        split_templates(0)
+    monkeypatch.setitem(DEALT, "avoid", (22, 40))
+    with pytest.raises(ValueError, match="end at most at the family's 29 templates"):
+        split_templates(0)
 
 
 def test_no_generated_instruction_is_or_nearly_is_a_test_instruction(generated, test_instructions):
