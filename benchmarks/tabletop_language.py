@@ -10,7 +10,10 @@ and ``plan_exact``: the planner's first plan for the task is exactly the task's 
 planner on the episode's first scene, which the LLM planner answers from its cache.
 
     python benchmarks/tabletop_language.py [--quick] [--no-record] [--seed 0] [--llm-threads N]
-        [--planners llm_goals llm_goals_untrained symbolic]
+        [--planners llm_goals llm_goals_untrained symbolic] [--adapter FILE.gguf]
+
+``--adapter`` scores a candidate LoRA adapter (``hrl-posttrain``'s adapter.gguf) in place of the shipped one, for
+every planner whose backend loads an adapter (``llm_goals``); the RESULTS row names it.
 """
 
 from __future__ import annotations
@@ -75,7 +78,15 @@ def main() -> None:
         default=None,
         help="llama.cpp threads (default: all cores; on a machine loaded by other work 1 can be several times faster)",
     )
+    parser.add_argument(
+        "--adapter",
+        type=Path,
+        default=None,
+        help="a GGUF LoRA adapter scored instead of the shipped one by planners whose backend loads one (llm_goals)",
+    )
     args = parser.parse_args()
+    if args.adapter is not None and not args.adapter.is_file():
+        parser.error(f"--adapter {args.adapter}: no such file (give an hrl-posttrain run's adapter.gguf)")
     from hrl.hierarchy_eval import wilson
 
     domain = TabletopDomain.with_skills()
@@ -88,6 +99,8 @@ def main() -> None:
         registered, params = configured_planner(name)  # as planner=<name> is configured (configs/planner/)
         if args.llm_threads and "backend_params" in params:
             params["backend_params"]["n_threads"] = args.llm_threads
+        if args.adapter is not None and params.get("backend_params", {}).get("lora_path"):
+            params["backend_params"]["lora_path"] = str(args.adapter)
         planner = make_planner(registered, **params)
         rows: list[dict[str, Any]] = []
         for suite in suites:
@@ -129,6 +142,7 @@ def main() -> None:
         "seed": args.seed,
         "backend": args.backend,
         "llm_threads": args.llm_threads,
+        "adapter": str(args.adapter) if args.adapter else None,
         "episodes": sum(len(s.tasks) for s in suites),
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "cells": cells,

@@ -260,3 +260,15 @@ def test_vla_failures_are_told_apart_from_the_episodes_events():
     assert kind("planner_done: vla: done (p = 0.7)", "red on blue") == "stopped early"
     assert kind("planner_done: vla: done (p = 0.7)", "red on blue", "yellow on red", failed=True) == "execution"
     assert kind("episode_limit at place red on blue", "red on blue") == "episode_limit at place red on blue"
+
+
+def test_tabletop_language_names_a_missing_adapter(tmp_path):
+    """--adapter scores a candidate adapter; a path that is not a file stops before anything runs, naming it."""
+    missing = tmp_path / "none.gguf"
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "tabletop_language.py"), "--adapter", str(missing), "--no-record"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2 and f"--adapter {missing}: no such file" in out.stderr
