@@ -278,9 +278,9 @@ class SplitPlan:
 #: How many templates of each family (and filler phrases of each kind) were dealt together, batch by batch. The
 #: first batch is shuffled and cut as one; a template appended later is dealt with the others appended after the
 #: last recorded batch, never with the earlier ones. So appending templates leaves every existing template in its
-#: split: no adapter trained before the change finds a template of its training in the new val / test_gen. Before appending to a family a
-#: second time, record the length it has now (the batch already dealt): ``"avoid": (22, 30)``. The first batches
-#: are the 99-template generator that adapter version 2 trained on.
+#: split: no adapter trained before the change finds a template of its training in the new val / test_gen. Before
+#: appending to a family a second time, record the length it has now (the batch already dealt): ``"avoid": (22,
+#: 30)``. The first batches are the 99-template generator that adapter versions 2 and 3 trained on.
 DEALT: dict[str, tuple[int, ...]] = {
     "one": (24,),
     "multi": (20,),
