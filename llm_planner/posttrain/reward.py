@@ -71,6 +71,7 @@ class Outcome(StrEnum):
     CONTRADICTORY = "contradictory"  # the answer puts a target inside a room it also avoids
     UNKNOWN_PLACE = "unknown_place"  # a name the map does not have (or a landmark where a room must be)
     MALFORMED = "malformed"  # not JSON of the answer's schema (empty, truncated, wrong keys)
+    INFEASIBLE = "infeasible"  # tabletop: a step cannot run in order (a block under another, onto a covered one)
 
 
 REWARDS: dict[Outcome, float] = {
@@ -79,6 +80,7 @@ REWARDS: dict[Outcome, float] = {
     Outcome.ENTERED_AVOIDED_ROOM: 0.0,
     Outcome.NO_ROUTE: 0.0,
     Outcome.CONTRADICTORY: 0.0,
+    Outcome.INFEASIBLE: 0.0,
     Outcome.UNKNOWN_PLACE: FORMAT_PENALTY,
     Outcome.MALFORMED: FORMAT_PENALTY,
 }

@@ -13,7 +13,10 @@ instructions never generated) into items ``hrl-posttrain tabletop_train=N`` mixe
 * the gold answer is the worked examples' form (:func:`~llm_planner.planners.llm_tabletop.example_answer`), one
   place per goal, in order;
 * :func:`score_tabletop` reads an answer as the planner does (JSON, place subgoals) and counts it right when it
-  asks for exactly the gold relations in the gold order.
+  asks for exactly the gold relations in the gold order (validation's ``tabletop`` figure);
+* :func:`tabletop_reward` is GRPO's reward (``hrl-posttrain stage=grpo tabletop_train=N``): the suites' acceptance
+  (every gold relation holds at the end) applied to the plan run on a symbolic table, valued as navigation's
+  rewards are (:data:`~llm_planner.posttrain.reward.REWARDS`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from llm_planner.planners.llm_tabletop import TABLETOP_EXAMPLES, example_answer, load_tabletop_examples
+from llm_planner.plan import PlanError
+from llm_planner.planners.llm_tabletop import TABLETOP_EXAMPLES, check_plan, example_answer, load_tabletop_examples
+from llm_planner.posttrain.reward import Outcome, Reward, _reward
 from llm_planner.tabletop import ObjectView, PlaceSubgoal, PlaceView, Relation, TabletopPlan, TabletopView
 
 #: The shipped scenes with a vocabulary (sim/scenes/vocab/): the default mix.
@@ -130,6 +135,53 @@ def read_answer(text: str) -> list[tuple[str, str]] | None:
     except ValueError:
         return None
     return [(s.object, s.on) for s in plan.subgoals if isinstance(s, PlaceSubgoal)]
+
+
+def tabletop_reward(text: str, item: TabletopItem) -> Reward:
+    """The reward of one tabletop answer: the suites' acceptance on the final state of the plan run symbolically.
+
+    The answer is read as the planner reads it (:class:`TabletopPlan`; else ``malformed``, -0.1) and its names
+    checked against the scene as the planner checks them (:func:`check_plan`; else ``unknown_place``, -0.1). Its
+    place steps then run in order on a table where every block starts on the table (the episodes' start): a step
+    is ``infeasible`` (0) when its block has another on top of it or is put on a block that is covered, as the
+    learned skills cannot do either. ``success`` (1) when at the end every gold relation holds and no block the
+    task does not move was moved (acceptance alone cannot see "all but the red one" answered with the red one
+    too); otherwise ``missed_target`` (0). Order matters only where the table makes it matter (a stack). A pick,
+    push, TCP or gripper step makes the answer ``missed_target``: the tabletop answer is place steps only, and
+    judging the place steps alone would reward a plan that leaves a block in the gripper."""
+    try:
+        plan = TabletopPlan.model_validate_json(text)
+    except ValueError as err:  # a pydantic ValidationError: not JSON, or not the plan's shape
+        return _reward(Outcome.MALFORMED, f"not a tabletop plan: {str(err).splitlines()[0]}")
+    view = scene_view(item.scene, item.layout_seed)
+    try:
+        check_plan(plan, view.names())
+    except PlanError as err:
+        return _reward(Outcome.UNKNOWN_PLACE, str(err))
+    gold = [(g.object, g.on) for g in item.goals]
+    steps = [(s.object, s.on) if isinstance(s, PlaceSubgoal) else None for s in plan.subgoals]
+    exact = steps == gold
+    if None in steps:
+        kind = plan.subgoals[steps.index(None)].kind
+        return _reward(Outcome.MISSED_TARGET, f"a {kind} step: the answer is place steps only", exact=exact)
+    blocks = {o.name for o in view.objects}
+    on = dict.fromkeys(blocks, "table")
+    for i, (obj, target) in enumerate(steps, start=1):
+        above = sorted(b for b in blocks if on[b] == obj)
+        if above:
+            return _reward(Outcome.INFEASIBLE, f"step {i} moves {obj}, which has {above[0]} on top", exact=exact)
+        covered = target in blocks and sorted(b for b in blocks if on[b] == target and b != obj)
+        if covered:
+            return _reward(Outcome.INFEASIBLE, f"step {i} puts {obj} on {target}, which has {covered[0]} on it",
+                           exact=exact)  # fmt: skip
+        on[obj] = target
+    missing = [f"{o} on {t}" for o, t in gold if on[o] != t]
+    if missing:
+        return _reward(Outcome.MISSED_TARGET, f"at the end not {', '.join(missing)}", exact=exact)
+    extra = sorted({o for o, _ in steps} - {o for o, _ in gold})
+    if extra:
+        return _reward(Outcome.MISSED_TARGET, f"moves {', '.join(extra)}, which the task leaves alone", exact=exact)
+    return _reward(Outcome.SUCCESS, "every gold relation holds at the end", exact=exact)
 
 
 def score_tabletop(items: list[TabletopItem], answers: list[str]) -> list[bool]:

@@ -24,8 +24,14 @@ from typing import Any
 
 from llm_planner.llm.prompts import PromptBuilder, robot_whereabouts
 from llm_planner.posttrain.instructions import Instruction, generate, read_jsonl
-from llm_planner.posttrain.reward import Gold, execution_reward, make_reward_function
-from llm_planner.posttrain.tabletop_sft import TABLETOP_MAX_NEW, TabletopItem, TabletopPrompts, score_tabletop
+from llm_planner.posttrain.reward import GOLD_COLUMNS, Gold, Reward, execution_reward, make_reward_function
+from llm_planner.posttrain.tabletop_sft import (
+    TABLETOP_MAX_NEW,
+    TabletopItem,
+    TabletopPrompts,
+    score_tabletop,
+    tabletop_reward,
+)
 
 STAGES = ("sft", "grpo")
 ENGINES = ("shared_prefix", "trl")
@@ -101,10 +107,10 @@ class PosttrainConfig:
         for key in ("tabletop_train", "tabletop_val"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must be >= 0 (0: none), got {getattr(self, key)}")
-        if self.stage == "grpo" and self.tabletop_train:
+        if self.stage == "grpo" and self.tabletop_train and self.engine == "trl":
             raise ValueError(
-                f"tabletop_train={self.tabletop_train} is for stage=sft: GRPO's reward routes navigation answers "
-                "and has no tabletop check yet; set tabletop_train=0"
+                f"tabletop_train={self.tabletop_train} with stage=grpo needs engine=shared_prefix: TRL's reward "
+                "function reads navigation columns only; set engine=shared_prefix or tabletop_train=0"
             )
         if self.stage == "grpo" and self.num_generations < 2:
             raise ValueError(f"num_generations must be >= 2 for group-relative advantages, got {self.num_generations}")
@@ -217,10 +223,14 @@ def sft_rows(items: list[Instruction | TabletopItem]) -> list[dict[str, Any]]:
     ]
 
 
-def grpo_rows(items: list[Instruction]) -> list[dict[str, Any]]:
-    """Prompts plus the gold columns the reward function reads (map, start, goals, avoid)."""
+def grpo_rows(items: list[Instruction | TabletopItem]) -> list[dict[str, Any]]:
+    """Prompts plus the gold columns the reward function reads (map, start, goals, avoid); a tabletop item's row
+    is its prompt and :meth:`TabletopItem.to_row` (its reward reads the item, :func:`tabletop_reward`)."""
     rows = []
     for it in items:
+        if isinstance(it, TabletopItem):
+            rows.append({"prompt": prompt_messages(it), **it.to_row()})
+            continue
         # one Arrow column cannot mix names and lists: [x, y, yaw] as JSON text (the reward reads both)
         start = it.start if isinstance(it.start, str) else json.dumps(list(it.start))
         rows.append(
@@ -743,6 +753,15 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
     train = _only_categories(train, config.categories)
     reward_fn = make_reward_function(extra_target_cost=config.extra_target_cost)
     rows = {id(it): row for it, row in zip(train, grpo_rows(train), strict=True)}
+
+    def reward_of(item: Instruction | TabletopItem, texts: list[str]) -> list[Reward]:
+        """Navigation answers by the route reward, tabletop answers by the symbolic table's acceptance."""
+        if isinstance(item, TabletopItem):
+            return [tabletop_reward(t, item) for t in texts]
+        row = rows[id(item)]
+        reward_fn([row["prompt"]] * len(texts), texts, **{c: [row[c]] * len(texts) for c in GOLD_COLUMNS})
+        return list(reward_fn.last_rewards)
+
     prompt_at = _batches(train, 1, config.seed, key=lambda it: 0)
     stop = {tokenizer.eos_token_id}
     generator = torch.Generator().manual_seed(config.seed)
@@ -754,26 +773,27 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
         for attempt in range(tries):
             item = prompt_at(index * tries + attempt)[0]
             ids = chat_ids(tokenizer, prompt_messages(item), generation_prompt=True)
+            # a tabletop plan is longer than a navigation answer (five places in "sort")
+            length = max(config.max_completion_length, TABLETOP_MAX_NEW if isinstance(item, TabletopItem) else 0)
             model.eval()
-            seqs = sample(model, ids, config.num_generations, config.max_completion_length, config.temperature, stop,
-                          generator)  # fmt: skip
+            seqs = sample(model, ids, config.num_generations, length, config.temperature, stop, generator)
             model.train()
             texts = [tokenizer.decode(s, skip_special_tokens=True) for s in seqs]
-            row = rows[id(item)]
-            columns = {c: [row[c]] * len(texts) for c in ("map", "start", "goals", "avoid")}
-            rewards = reward_fn([row["prompt"]] * len(texts), texts, **columns)
+            judged = reward_of(item, texts)
+            rewards = [r.value for r in judged]
             if max(rewards) > min(rewards) or attempt == tries - 1:
                 break
             skipped += 1
         logps = completion_logprobs(model, ids, seqs, tokenizer.pad_token_id)
-        loss, stats = grpo_loss(logps, rewards, config.max_completion_length)
+        loss, stats = grpo_loss(logps, rewards, length)
         (loss / config.grad_accum).backward()
-        outcomes = [r.outcome for r in reward_fn.last_rewards]
+        outcomes = [r.outcome for r in judged]
         stats.update(
             success=sum(o == "success" for o in outcomes) / len(outcomes),
             malformed=sum(o == "malformed" for o in outcomes) / len(outcomes),
             groups_skipped=skipped,
             completion_length=sum(map(len, seqs)) / len(seqs),
+            tabletop=float(isinstance(item, TabletopItem)),  # with tabletop_train: which domain this step's group was
         )
         return stats
 

@@ -212,6 +212,17 @@ def test_sft_mixes_tabletop_instructions_and_validates_them_by_category(fresh, t
     assert any(k.startswith("success/tabletop_") for k in rows[-1])
 
 
+def test_grpo_samples_and_rewards_tabletop_answers(fresh, tmp_path):
+    """stage=grpo with tabletop_train: a tabletop prompt is sampled and rewarded on the symbolic table (the toy
+    navigation data is "single" only, so categories=[multi] leaves the tabletop's multi-step instructions)."""
+    model, tok = fresh
+    config = PosttrainConfig(stage="grpo", data=write_toy(tmp_path), tabletop_train=6, categories=["multi"],
+                             eval_n=0, max_steps=1, save_steps=1, num_generations=2, export=False)  # fmt: skip
+    run(config, tmp_path / "grpo", model, tok)
+    (row,) = list(csv.DictReader((tmp_path / "grpo" / "train_log.csv").open()))
+    assert row["tabletop"] == "1.0" and -0.1 <= float(row["reward"]) <= 1 and row["success"] != ""
+
+
 def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_path):
     model, tok = fresh
     config = PosttrainConfig(stage="sft", data=write_toy(tmp_path), max_steps=4, save_steps=2, batch_size=2, eval_n=0,

@@ -9,12 +9,14 @@ from collections import Counter
 import pytest
 
 from llm_planner.planners.llm_tabletop import check_plan
+from llm_planner.posttrain.reward import FORMAT_PENALTY, Outcome
 from llm_planner.posttrain.tabletop_sft import (
     TABLETOP_SCENES,
     read_answer,
     scene_view,
     score_tabletop,
     tabletop_items,
+    tabletop_reward,
 )
 from llm_planner.posttrain.train import PosttrainConfig, answer_text, prompt_messages
 from llm_planner.tabletop import TabletopPlan
@@ -74,5 +76,44 @@ def test_gold_answers_are_plans_the_scene_accepts_and_scoring_reads_them():
 def test_tabletop_data_is_refused_where_it_cannot_be_used():
     with pytest.raises(ValueError, match="tabletop_train must be >= 0"):
         PosttrainConfig(tabletop_train=-2).check()
-    with pytest.raises(ValueError, match="tabletop_train=10 is for stage=sft"):
-        PosttrainConfig(stage="grpo", tabletop_train=10).check()
+    with pytest.raises(ValueError, match="tabletop_train=10 with stage=grpo needs engine=shared_prefix"):
+        PosttrainConfig(stage="grpo", tabletop_train=10, engine="trl").check()
+    PosttrainConfig(stage="grpo", tabletop_train=10).check()  # the shared-prefix engine rewards tabletop answers
+
+
+def _plan(*steps, kind="place"):
+    return json.dumps({"subgoals": [{"kind": kind, "object": o, "on": t} for o, t in steps]})
+
+
+def test_the_tabletop_reward_is_acceptance_on_a_symbolic_table():
+    """GRPO's tabletop reward: every gold relation at the end, nothing else moved, steps the table allows."""
+    items = tabletop_items(300, "train", seed=0)
+    for it in items[:30]:  # every gold answer succeeds, and is exact
+        r = tabletop_reward(answer_text(it), it)
+        assert (r.outcome, r.value, r.exact) == (Outcome.SUCCESS, 1.0, True), (it, r)
+    stack = next(
+        it for it in items if it.scene == "blocks" and len(it.goals) == 2 and it.goals[1].on == it.goals[0].object
+    )
+    (a, b), (c, _) = [(g.object, g.on) for g in stack.goals]  # a on b, then c on a
+    top_first = tabletop_reward(_plan((c, a), (a, b)), stack)
+    assert top_first.outcome == Outcome.INFEASIBLE and f"moves {a}, which has {c} on top" in top_first.detail
+    onto_covered = tabletop_reward(_plan((a, b), (c, b)), stack)
+    assert onto_covered.outcome == Outcome.INFEASIBLE and f"{b}, which has {a} on it" in onto_covered.detail
+    half = tabletop_reward(_plan((a, b)), stack)
+    assert (half.outcome, half.value) == (Outcome.MISSED_TARGET, 0.0) and f"not {c} on {a}" in half.detail
+
+    sort = next(it for it in items if it.scene == "sort" and len({g.object for g in it.goals}) >= 2)
+    pairs = [(g.object, g.on) for g in sort.goals]
+    reordered = tabletop_reward(_plan(*reversed(pairs)), sort)  # bins take any order: accepted, not exact
+    assert (reordered.outcome, reordered.exact) == (Outcome.SUCCESS, False)
+    others = sorted({o.name for o in scene_view(sort.scene, sort.layout_seed).objects} - {o for o, _ in pairs})
+    extra = tabletop_reward(_plan(*pairs, (others[0], pairs[0][1])), sort)
+    assert extra.outcome == Outcome.MISSED_TARGET and f"moves {others[0]}, which the task leaves alone" in extra.detail
+
+    assert tabletop_reward(_plan((a, a)), stack).outcome == Outcome.UNKNOWN_PLACE
+    unknown = tabletop_reward(_plan(("purple_block", b)), stack)
+    assert (unknown.outcome, unknown.value) == (Outcome.UNKNOWN_PLACE, FORMAT_PENALTY)
+    for bad in ('{"subgoals": [', "{}", '{"subgoals": []}', "put it there"):
+        assert tabletop_reward(bad, stack).outcome == Outcome.MALFORMED
+    picked = json.dumps({"subgoals": [{"kind": "place", "object": a, "on": b}, {"kind": "pick", "object": c}]})
+    assert tabletop_reward(picked, stack).outcome == Outcome.MISSED_TARGET
