@@ -119,7 +119,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def split_label(split: str, n: int) -> str:
     """The split as RESULTS.md names it; a generated one with its generator's template count, since adding
-    templates re-deals every split (val of 62 templates and val of 99 are different sets)."""
+    templates changes the drawn instructions (val of 62 templates and val of 99 are different sets; since
+    ``instructions.DEALT`` old templates keep their split, but new ones join the pool)."""
     if split == "test":
         return f"test ({n})"
     from llm_planner.posttrain.instructions import TEMPLATES

@@ -33,7 +33,7 @@ def test_score_and_summarise_a_planner_on_instructions(tmp_path):
 
 
 def test_a_generated_split_is_recorded_with_its_generator_size():
-    """Adding templates re-deals the generated splits: RESULTS.md rows must say which val they scored."""
+    """Adding templates changes the drawn generated splits: RESULTS.md rows must say which val they scored."""
     from llm_planner.posttrain.instructions import TEMPLATES
 
     templates = sum(len(t) for t in TEMPLATES.values())
