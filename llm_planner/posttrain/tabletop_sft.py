@@ -170,7 +170,7 @@ def tabletop_reward(text: str, item: TabletopItem) -> Reward:
         above = sorted(b for b in blocks if on[b] == obj)
         if above:
             return _reward(Outcome.INFEASIBLE, f"step {i} moves {obj}, which has {above[0]} on top", exact=exact)
-        covered = target in blocks and sorted(b for b in blocks if on[b] == target and b != obj)
+        covered = sorted(b for b in blocks if on[b] == target and b != obj) if target in blocks else []
         if covered:
             return _reward(Outcome.INFEASIBLE, f"step {i} puts {obj} on {target}, which has {covered[0]} on it",
                            exact=exact)  # fmt: skip

@@ -223,14 +223,10 @@ def sft_rows(items: list[Instruction | TabletopItem]) -> list[dict[str, Any]]:
     ]
 
 
-def grpo_rows(items: list[Instruction | TabletopItem]) -> list[dict[str, Any]]:
-    """Prompts plus the gold columns the reward function reads (map, start, goals, avoid); a tabletop item's row
-    is its prompt and :meth:`TabletopItem.to_row` (its reward reads the item, :func:`tabletop_reward`)."""
+def grpo_rows(items: list[Instruction]) -> list[dict[str, Any]]:
+    """Prompts plus the gold columns the reward function reads (map, start, goals, avoid)."""
     rows = []
     for it in items:
-        if isinstance(it, TabletopItem):
-            rows.append({"prompt": prompt_messages(it), **it.to_row()})
-            continue
         # one Arrow column cannot mix names and lists: [x, y, yaw] as JSON text (the reward reads both)
         start = it.start if isinstance(it.start, str) else json.dumps(list(it.start))
         rows.append(
@@ -752,7 +748,8 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
 
     train = _only_categories(train, config.categories)
     reward_fn = make_reward_function(extra_target_cost=config.extra_target_cost)
-    rows = {id(it): row for it, row in zip(train, grpo_rows(train), strict=True)}
+    navigation = [it for it in train if not isinstance(it, TabletopItem)]  # a tabletop reward reads the item
+    rows = {id(it): row for it, row in zip(navigation, grpo_rows(navigation), strict=True)}
 
     def reward_of(item: Instruction | TabletopItem, texts: list[str]) -> list[Reward]:
         """Navigation answers by the route reward, tabletop answers by the symbolic table's acceptance."""
