@@ -16,10 +16,11 @@ simulated one behind the same topics):
   ``[width / 2, width / 2]``; or (``"action"``) the same trajectory as a control_msgs ``FollowJointTrajectory`` goal
   and the finger gap as a ``GripperCommand`` goal (:class:`hrl.ros.control_actions.ArmActionClients`); then it
   waits until the period's deadline (deadlines advance by one period each step, so the time the skill spends
-  computing is taken out of the wait and the loop keeps its rate). The deadline locks to the state stream: the
-  next step starts when the first arm state within half a state interval of the deadline arrives (the deadline
-  moves to it), so a step is computed from a state the moment it arrives instead of up to a period later; with
-  no state in that window, it starts at the deadline.
+  computing is taken out of the wait and the loop keeps its rate). The deadline locks to the state stream (the
+  first step's is the arrival of the state it was computed from, when fresh): the next step starts when the
+  first arm state within half a state interval of the deadline arrives (the deadline moves to it), so a step is
+  computed from a state the moment it arrives instead of up to a period later; with no state in that window, it
+  starts at the deadline.
 - ``reset()`` does not move a robot (nothing can place the objects of a real table): it waits for fresh state.
 - ``read_only=True``: a mirror of the robot (the planner's view), whose ``step()`` raises.
 - cameras (``cameras={"front": (image_topic, depth_topic)}``; none by default): ``sensor_msgs/Image`` with the
@@ -436,8 +437,7 @@ class RosArmPhysics:
                 "this RosArmPhysics is read-only (the planner's mirror of the robot): the arm policy node moves the arm"
             )
         now = time.monotonic()
-        if self._deadline is None or now > self._deadline + self.period:
-            self._deadline = now  # the first step, or after a pause (between skill calls): a new start
+        restart = self._deadline is None or now > self._deadline + self.period  # the first step, or after a pause
         with self._command_lock:
             if self._stopped:
                 raise RuntimeError("the arm was stopped (final hold published): no more commands")
@@ -449,6 +449,11 @@ class RosArmPhysics:
             command = self.safety.filter(q, width, q_target, width_target, q_time, now, problem)
             self._publish(command, q)
         self._report(command)
+        if restart:  # a new start: in phase with the state this step was computed from, when that one is fresh
+            # (from ``now`` instead, the next state could fall just outside the window of _wait_for_next_state, and
+            # the second step would wait out the window: one missed controller cycle at the start of a call)
+            fresh = q_time is not None and 0.0 <= now - q_time < min(self._state_interval or self.period, self.period)
+            self._deadline = q_time if fresh else now
         self._deadline += self.period
         self._wait_for_next_state(q_time)
 
