@@ -29,6 +29,12 @@ def generate_launch_description():
             "action: the controllers' control_msgs actions (FollowJointTrajectory, GripperCommand)",
         ),
         DeclareLaunchArgument(
+            "thread_priority",
+            default_value="0",
+            description="SCHED_FIFO priority of the arm policy node's threads (0: normal scheduling; 50, as "
+            "ros2_control's controller manager, keeps the 100 Hz loop on time beside other load; needs rtprio)",
+        ),
+        DeclareLaunchArgument(
             "planner",
             default_value="symbolic",
             description="tabletop planner: symbolic | llm_goals | saycan | flat | vla | vlm_http",
@@ -46,6 +52,7 @@ def generate_launch_description():
                     {
                         "scene": LaunchConfiguration("scene"),
                         "command_interface": LaunchConfiguration("command_interface"),
+                        "thread_priority": LaunchConfiguration("thread_priority"),
                     },
                 ],
                 output="screen",

@@ -3,8 +3,10 @@ nodes as processes of their own (:class:`NodeProcesses`) and spin until a condit
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +16,45 @@ from pathlib import Path
 from typing import Any
 
 from hrl.ros.params import ParameterError
+
+#: Highest SCHED_FIFO priority a node may ask for (Linux allows 1..99; 99 is the kernel's own watchdogs' level).
+MAX_THREAD_PRIORITY = 98
+
+
+def thread_priority(value: Any) -> str | None:
+    """Check of a ``thread_priority`` parameter (0: normal scheduling; 1..98: SCHED_FIFO at that priority)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_THREAD_PRIORITY
+    return None if ok else f"must be an integer from 0 (normal scheduling) to {MAX_THREAD_PRIORITY} (SCHED_FIFO)"
+
+
+def set_thread_priority(priority: int) -> str | None:
+    """Put every thread of this process (the executor's, DDS's, a node's workers; threads started later inherit
+    it) under SCHED_FIFO at ``priority``, as ros2_control's controller manager does with its ``thread_priority``:
+    a control loop is then not preempted by ordinary processes. Returns None when done, else why not (the
+    process keeps normal scheduling: the caller logs it). 0: nothing to do."""
+    if priority == 0:
+        return None
+    if not hasattr(os, "sched_setscheduler") or not os.path.isdir("/proc/self/task"):
+        return f"thread_priority {priority}: SCHED_FIFO needs Linux (this is {sys.platform}); normal scheduling"
+    done = []
+    try:
+        for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
+            try:
+                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+                done.append(tid)
+            except ProcessLookupError:  # a thread that ended meanwhile
+                continue
+    except PermissionError as err:
+        for tid in done:  # all or nothing: a half real-time process would only move the waits around
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        return (
+            f"thread_priority {priority}: SCHED_FIFO refused ({err.strerror}); the node runs with normal scheduling. "
+            "Allow it with CAP_SYS_NICE or a real-time priority limit (ulimit -r 99; /etc/security/limits.conf: "
+            "'<user> - rtprio 99', as for ros2_control), or set thread_priority 0 to silence this"
+        )
+    return None
+
 
 #: The executors a node can spin on (a node's ``executor_kind`` attribute picks one; ``single`` without it).
 EXECUTORS = ("single", "events")
@@ -39,7 +80,9 @@ def run_node(
 ) -> int:
     """Run the node ``make(**overrides)`` builds. ``freeze_gc``: after start-up, move everything alive into
     Python's permanent generation (``gc.freeze()``): a control node's model and libraries never become garbage,
-    and a full collection walking them was the control loop's tail. Process-wide, so here and not in a node."""
+    and a full collection walking them was the control loop's tail. Process-wide, so here and not in a node; so is
+    scheduling: a node with a ``thread_priority`` attribute > 0 runs its threads under SCHED_FIFO
+    (:func:`set_thread_priority`; a warning when the system refuses)."""
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
@@ -62,6 +105,12 @@ def run_node(
     if freeze_gc:
         gc.collect()
         gc.freeze()
+    priority = getattr(node, "thread_priority", 0)
+    refused = set_thread_priority(priority)
+    if refused is not None:
+        node.get_logger().warning(refused)
+    elif priority:
+        node.get_logger().info(f"threads under SCHED_FIFO, priority {priority}")
     executor = make_executor(getattr(node, "executor_kind", "single"))
     executor.add_node(node)
     try:
@@ -112,6 +161,10 @@ class NodeProcesses:
     def log(self, proc: subprocess.Popen) -> str:
         """What ``proc`` has written so far."""
         return next(log.read_text() for p, log in self.procs if p is proc)
+
+    def all_logs(self) -> str:
+        """What every node has written so far, one after another."""
+        return "".join(log.read_text() for _, log in self.procs)
 
     def stop_all(self, timeout_s: float = 10.0) -> None:
         """Ctrl-C to every node still running (their own clean stop), then kill what has not ended."""

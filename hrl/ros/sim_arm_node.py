@@ -59,6 +59,7 @@ from hrl.ros.control_actions import (
     resolve_action_interfaces,
 )
 from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic, whole_number
+from hrl.ros.runner import thread_priority
 from hrl.ros.sim_clock import received_at, take_pending
 from robots.kinematics import solve_ik
 
@@ -90,6 +91,13 @@ PARAMS = [
         "control periods per second (a divisor of the 500 Hz physics rate); "
         "/joint_states and object poses are published once per period",
         positive,
+    ),
+    Param(
+        "thread_priority",
+        0,
+        "0: normal scheduling; 1..98: the node's threads under SCHED_FIFO at this priority (hardware keeps its "
+        "clock whatever else runs; needs CAP_SYS_NICE or an rtprio limit, else a warning)",
+        thread_priority,
     ),
     Param("layout_seed", 0, "seed of the scene's object layout (scene.sample_layout)", whole_number),
     Param(
@@ -278,6 +286,7 @@ class SimArmNode(Node):
         from sim.tabletop.env import PandaTabletopEnv
 
         p = self.p = declare(self, PARAMS)
+        self.thread_priority = p["thread_priority"]  # hrl.ros.runner.run_node sets its threads' scheduling
         cameras = parse_cameras(p["cameras"])
         self.cameras = cameras if p["camera_hz"] > 0 else []
         try:

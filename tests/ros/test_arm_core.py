@@ -174,6 +174,7 @@ def test_the_tabletop_env_takes_a_physics_instance():
         ("skills", "reach", "name=policy"),
         ("command_interface", "effort", "must be one of trajectory, twist, action"),
         ("stale_timeout_s", 0.0, "must be a finite number > 0"),
+        ("thread_priority", 99, "must be an integer from 0 .normal scheduling. to 98"),
     ],
 )
 def test_bad_node_parameters_name_the_value_and_what_is_allowed(name, value, says):
@@ -304,6 +305,60 @@ def test_the_skill_loop_locks_to_the_joint_state_stream_and_keeps_its_rate_witho
         feeding.clear()
         node.destroy_node()
         rclpy.shutdown()
+
+
+def test_a_new_start_is_in_phase_with_the_state_it_was_computed_from(ros_domain):
+    """The first step of a call (or after a pause) counts its period from the arrival of the state it used when that
+    is fresh, so the next state is expected mid-window; counted from the step's own start, the next state could
+    fall just outside the window and the second step wait out the window (a missed controller cycle)."""
+    import time
+
+    import rclpy
+    from sensor_msgs.msg import JointState
+
+    from hrl.ros.arm_physics import RosArmPhysics
+
+    rclpy.init()
+    node = rclpy.create_node("physics_phase")
+    try:
+        physics = RosArmPhysics(node, SCENE, ARM, PERIOD)
+        state = JointState(name=list(ARM.joint_names), position=list(ARM.home), velocity=[0.0] * 7)
+        physics._on_joint_state(state)
+        arrived = physics._q_time
+        time.sleep(0.3 * PERIOD)  # the skill computes from it meanwhile
+        physics.step(HOME, 0.04)  # no state comes after it: returns at the end of the window
+        assert physics._deadline == pytest.approx(arrived + PERIOD, abs=1e-9)
+
+        time.sleep(2.5 * PERIOD)  # a pause (between calls): the state is now older than a period
+        started = time.monotonic()
+        physics.step(HOME, 0.04)
+        assert started <= physics._deadline - PERIOD <= started + 0.5 * PERIOD  # counted from the step itself
+        physics.close()
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_thread_priority_is_all_or_nothing_and_says_how_to_allow_it(monkeypatch):
+    """A refusal (no CAP_SYS_NICE, no rtprio limit) puts the threads already switched back and says how to allow
+    it; 0 touches nothing. (The real switch is checked on a node process in test_arm_policy_node.py.)"""
+    import os
+
+    from hrl.ros import runner
+
+    calls = []
+
+    def sched_setscheduler(tid, policy, param):
+        calls.append((tid, policy, param.sched_priority))
+        if policy == os.SCHED_FIFO and sum(c[1] == os.SCHED_FIFO for c in calls) == 2:
+            raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", sched_setscheduler)
+    monkeypatch.setattr(os, "listdir", lambda path: ["11", "12", "13"] if path == "/proc/self/task" else [])
+    assert runner.set_thread_priority(0) is None and calls == []
+    why = runner.set_thread_priority(40)
+    assert "SCHED_FIFO refused (Operation not permitted)" in why and "rtprio" in why and "thread_priority 0" in why
+    assert calls == [(11, os.SCHED_FIFO, 40), (12, os.SCHED_FIFO, 40), (11, os.SCHED_OTHER, 0)]
 
 
 def test_the_policy_node_runs_the_learned_skills_in_numpy_with_predicts_actions():

@@ -7,6 +7,7 @@ publishes a final hold. With command_interface:=twist the simulated arm (sim_arm
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ SLACK = 0.01
 class Arm:
     """The independent arm in its process, and what the test hears of it and of the policy node."""
 
-    def __init__(self, processes, node):
+    def __init__(self, processes, node, *params):
         log = processes.tmp / "arm.log"
         proc = subprocess.Popen(
             [sys.executable, str(ROOT / "tests/ros/independent_arm.py"), *START],
@@ -38,7 +39,7 @@ class Arm:
         processes.procs.append((proc, log))
         self.policy = processes.start(
             "hrl.ros.arm_policy_node", "scene:=single_cube", "stale_timeout_s:=0.3", "state_timeout_s:=1.0",
-            f"tcp_goal_tolerance:={TOLERANCE}",
+            f"tcp_goal_tolerance:={TOLERANCE}", *params,
         )  # fmt: skip
         self.processes, self.node = processes, node
         self.status, self.trajectories, self.states, self.tcp = [], [], [], None
@@ -101,9 +102,25 @@ def within_limits(arm):
             assert all(lo - 1e-9 <= x <= hi + 1e-9 for lo, x, hi in zip(Q_MIN, q, Q_MAX, strict=True)), q
 
 
+def sched_fifo_allowed() -> bool:
+    import resource
+
+    return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] >= 1
+
+
 def test_reach_on_an_independent_arm_within_limits_and_workspace(processes, rclpy_node):
-    arm = Arm(processes, rclpy_node)
+    arm = Arm(processes, rclpy_node, "thread_priority:=1")  # the lowest real-time priority: nothing else starves
     arm.ready()
+    said = lambda: "threads under SCHED_FIFO" in arm.log() or "SCHED_FIFO refused" in arm.log()  # noqa: E731
+    assert spin_until(rclpy_node, said, 60), arm.log()  # set once the node is built, before it spins
+    threads = [int(t) for t in os.listdir(f"/proc/{arm.policy.pid}/task")]
+    if sched_fifo_allowed():  # every thread of the node (executor, DDS, the skill worker) under SCHED_FIFO
+        assert len(threads) > 2 and {os.sched_getscheduler(t) for t in threads} == {os.SCHED_FIFO}
+        assert {os.sched_getparam(t).sched_priority for t in threads} == {1}
+        assert "threads under SCHED_FIFO, priority 1" in arm.log()
+    else:  # refused by the system: said, and the node runs as before
+        assert os.SCHED_FIFO not in {os.sched_getscheduler(t) for t in threads}
+        assert "SCHED_FIFO refused" in arm.log() and "rtprio" in arm.log()
     goal = (0.1, 0.1, 0.1)
     arm.send(*goal)
     status = arm.next_status()
