@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,39 @@ def test_ros_loop_quick_prints_json_last():
     assert set(figures["targets_met"]) == {
         "p99<=2ms@50Hz", "no_missed@50Hz", "arm_p99<=5ms@100Hz", "arm_no_missed@100Hz"
     }  # fmt: skip
+    # the arm with SCHED_FIFO 50 (the targets' run), after the same loop with normal scheduling (the reference)
+    assert arm["thread_priority"] == 50 and figures["arm_100hz_reference"]["thread_priority"] == 0
+    assert figures["arm_p99_over_reference_p99"] > 0
+
+
+def test_ros_loop_load_runs_busy_processes_only_inside_its_block():
+    import os
+
+    with ros_loop.busy_processes(2):
+        children = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == os.getpid()]
+        assert len(children) == 2
+        time.sleep(0.3)
+        assert all(_cpu_ticks(c) > 0 for c in children)  # spinning, not waiting
+    assert all(not Path(f"/proc/{c}").exists() or _state(c) == "Z" for c in children)
+
+
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(_stat(pid)[1])
+    except (OSError, IndexError):
+        return -1
+
+
+def _state(pid: int) -> str:
+    return _stat(pid)[0]
+
+
+def _cpu_ticks(pid: int) -> int:
+    return int(_stat(pid)[11]) + int(_stat(pid)[12])  # utime + stime
 
 
 def test_ros_loop_arm_figures_trace_each_command_to_its_state():
