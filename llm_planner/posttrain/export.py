@@ -31,6 +31,7 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +228,100 @@ def _extract_converter(sdist: Path, tree: Path, prefix: str) -> None:
         tmp.rename(tree)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+#: GGUF tensor names of the linear layers a LoRA adapter targets -> the Hugging Face module in each block
+GGUF_MODULES = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+#: architectures whose converter reorders the rows of q and k for llama.cpp's rotary layout (undone on import)
+PERMUTED_QK = ("llama",)
+
+
+def import_adapter(gguf_path: str | Path, out_dir: str | Path, base_gguf: str | Path, dropout: float = 0.05) -> Path:
+    """The inverse of :func:`export_adapter`: a GGUF LoRA adapter (a shipped one, or any that
+    ``convert_lora_to_gguf.py`` wrote) as a peft adapter folder that training starts from
+    (``hrl-posttrain init_adapter=...``), so a shipped adapter can be trained further without the run that made
+    it. The tensors are the file's (f16 in the shipped ones: peft's fp32 rounded to half precision, which changes
+    no greedy answer of the tests); ``lora_alpha`` is the file's; ``lora_dropout`` (not in the file) is
+    ``dropout``. The adapter is checked against ``base_gguf`` (architecture, layer shapes) as an export is.
+
+    Returns ``out_dir`` (with ``adapter_config.json`` and ``adapter_model.safetensors``). Raises ValueError naming
+    the file and the fix for a file that is no LoRA adapter, of another architecture, or has tensors this
+    mapping does not know (:data:`GGUF_MODULES`)."""
+    import gguf
+    import numpy as np
+    import torch
+    from peft import LoraConfig
+    from safetensors.torch import save_file
+
+    gguf_path, out_dir, base = Path(gguf_path).expanduser(), Path(out_dir).expanduser(), Path(base_gguf).expanduser()
+    if not gguf_path.is_file():
+        raise ValueError(f"adapter {str(gguf_path)!r} is not a file; give a GGUF LoRA adapter or shipped:<name>")
+    try:
+        reader = gguf.GGUFReader(str(gguf_path))
+    except (ValueError, OSError) as err:
+        raise ValueError(f"adapter {str(gguf_path)!r} cannot be read as GGUF ({err})") from None
+
+    def field(r: Any, key: str) -> Any:
+        return r.fields[key].contents() if key in r.fields else None
+
+    if field(reader, "general.type") != "adapter" or field(reader, "adapter.type") != "lora":
+        raise ValueError(
+            f"{gguf_path} is not a GGUF LoRA adapter (general.type {field(reader, 'general.type')!r}, adapter.type "
+            f"{field(reader, 'adapter.type')!r}); a model file is given as base, an adapter as init_adapter"
+        )
+    arch = field(reader, "general.architecture")
+    base_reader = gguf.GGUFReader(str(base))
+    base_arch = field(base_reader, "general.architecture")
+    if arch != base_arch:
+        raise ValueError(
+            f"{gguf_path} is an adapter of a {arch!r} model, but the base {base.name} is {base_arch!r}: "
+            "give the base it was trained on"
+        )
+    heads = (field(base_reader, f"{arch}.attention.head_count"), field(base_reader, f"{arch}.attention.head_count_kv"))
+    alpha = float(field(reader, "adapter.lora.alpha"))
+    tensors: dict[str, Any] = {}
+    modules, ranks = set(), set()
+    for t in reader.tensors:
+        stem, _, kind = t.name.rpartition(".weight.lora_")
+        block, _, layer = stem.partition(".")[2].partition(".")
+        if not stem.startswith("blk.") or layer not in GGUF_MODULES or kind not in ("a", "b") or not block.isdigit():
+            raise ValueError(
+                f"{gguf_path}: tensor {t.name!r} is not a LoRA tensor of a linear layer this importer knows "
+                f"(blk.<n>.<{'|'.join(GGUF_MODULES)}>.weight.lora_<a|b>)"
+            )
+        w = np.array(t.data, dtype=np.float32).reshape(tuple(reversed([int(d) for d in t.shape])))
+        if kind == "b" and arch in PERMUTED_QK and layer in ("attn_q", "attn_k"):
+            n_head = heads[0] if layer == "attn_q" else heads[1]  # undo the converter's rotary row order
+            w = w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+        module = f"base_model.model.model.layers.{block}.{GGUF_MODULES[layer]}"
+        tensors[f"{module}.lora_{kind.upper()}.weight"] = torch.from_numpy(np.ascontiguousarray(w))
+        modules.add(GGUF_MODULES[layer].rpartition(".")[2])
+        ranks.add(w.shape[0] if kind == "a" else w.shape[1])
+    if len(ranks) != 1:
+        raise ValueError(f"{gguf_path}: LoRA ranks {sorted(ranks)} differ between layers; peft needs one rank here")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = LoraConfig(
+        r=ranks.pop(),
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=sorted(modules),
+        task_type="CAUSAL_LM",
+        base_model_name_or_path=str(base),
+    )
+    config.save_pretrained(str(out_dir))
+    save_file(tensors, str(out_dir / "adapter_model.safetensors"))
+    with tempfile.TemporaryDirectory(prefix="hrl-lora-base-") as base_dir:  # shapes against the base model
+        write_base_config(base, Path(base_dir), out_dir, json.loads((out_dir / "adapter_config.json").read_text()))
+    log.info("imported %s -> %s (r=%d, alpha %g, %d tensors)", gguf_path, out_dir, config.r, alpha, len(tensors))
+    return out_dir
 
 
 def main(argv: list[str] | None = None) -> None:

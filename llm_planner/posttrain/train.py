@@ -57,7 +57,9 @@ class PosttrainConfig:
     tabletop_train: int = 0  # generated tabletop instructions mixed into sft's training data (the arm's prompt)
     tabletop_val: int = 24  # and scored at each validation, beside the eval_n navigation ones (with tabletop_train)
     seed: int = 0
-    init_adapter: str | None = None  # a trained adapter to start from (grpo: the sft run's adapter/)
+    # a trained adapter to start from: a run's adapter/ folder (grpo: the sft run's), a GGUF LoRA adapter
+    # (.gguf) or a shipped one (shipped:<name>), imported into the run's init_adapter/ folder first
+    init_adapter: str | None = None
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05
@@ -116,14 +118,46 @@ class PosttrainConfig:
             raise ValueError(f"num_generations must be >= 2 for group-relative advantages, got {self.num_generations}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0 (GRPO samples), got {self.temperature}")
-        if self.init_adapter and not (Path(self.init_adapter) / "adapter_config.json").is_file():
-            raise ValueError(
-                f"init_adapter={self.init_adapter!r} holds no adapter_config.json: give the adapter/ directory of "
-                "an hrl-posttrain run (runs/posttrain/<time>/adapter)"
-            )
+        if self.init_adapter:
+            init_adapter_file(self.init_adapter, self.base)  # ValueError naming the value and the fix
 
 
 # -- model ------------------------------------------------------------------------------------------------
+def init_adapter_file(spec: str, base: str) -> Path | None:
+    """The GGUF file ``init_adapter=spec`` names (``shipped:<name>`` or a ``.gguf`` path), None for a peft adapter
+    folder; ValueError naming the value and the fix for anything else, or a shipped adapter of another base."""
+    import yaml
+
+    from llm_planner.llm.backend import LLMError
+    from llm_planner.llm.llama_cpp_backend import shipped_adapter_path
+
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "adapter_config.json").is_file():
+            raise ValueError(
+                f"init_adapter={spec!r} holds no adapter_config.json: give the adapter/ folder of an hrl-posttrain "
+                "run (runs/posttrain/<time>/adapter), a GGUF LoRA adapter (.gguf) or shipped:<name>"
+            )
+        return None
+    try:
+        path = shipped_adapter_path(spec)
+    except LLMError as err:
+        raise ValueError(f"init_adapter={spec!r}: {err}") from None
+    if not path.is_file() or path.suffix.lower() != ".gguf":
+        raise ValueError(
+            f"init_adapter={spec!r} is neither a folder nor a .gguf file: give the adapter/ folder of an "
+            "hrl-posttrain run, a GGUF LoRA adapter (.gguf) or shipped:<name>"
+        )
+    manifest = path.parent / "manifest.yaml"
+    if spec.startswith("shipped:") and manifest.is_file():
+        trained_on = (yaml.safe_load(manifest.read_text()) or {}).get("base")
+        if trained_on and trained_on != base:
+            raise ValueError(
+                f"init_adapter={spec!r} was trained on base={trained_on}, not base={base}: set base={trained_on}"
+            )
+    return path
+
+
 def base_gguf(base: str) -> Path:
     """The GGUF file of ``base`` (a shipped base, located or assembled as the embedded backend does, or a path)."""
     from llm_planner.llm.backend import LLMError
@@ -500,10 +534,17 @@ def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokeniz
     (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
     data = load_data(config, out)
     val = (data["val"][: config.eval_n] + data["val_tabletop"]) if config.eval_n else []
+    init_adapter = config.init_adapter
+    gguf_adapter = init_adapter_file(init_adapter, config.base) if init_adapter else None
+    if gguf_adapter is not None:  # a GGUF adapter (a shipped one): as a peft folder in the run, then trained on
+        from llm_planner.posttrain.export import import_adapter
+
+        imported = import_adapter(gguf_adapter, out / "init_adapter", base_gguf(config.base), config.lora_dropout)
+        init_adapter = str(imported)
     if model is None or tokenizer is None:
         model, tokenizer = load_model(
             config.base,
-            adapter=config.init_adapter,
+            adapter=init_adapter,
             lora={"r": config.lora_r, "alpha": config.lora_alpha, "dropout": config.lora_dropout},
         )
     log = CurveLog(out)

@@ -7,6 +7,7 @@ at load.
 """
 
 import json
+from pathlib import Path
 
 import numpy as np
 import peft
@@ -17,7 +18,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 from llm_planner.llm.answers import answer_schema
 from llm_planner.llm.backend import LLMError
 from llm_planner.llm.llama_cpp_backend import LlamaCppBackend, default_model_path, shipped_model_path
-from llm_planner.posttrain.export import export_adapter
+from llm_planner.posttrain.export import export_adapter, import_adapter
 from llm_planner.posttrain.train import load_tokenizer
 from sim.world import load_world
 
@@ -30,6 +31,7 @@ TRAIN = [
     ("Park at the charging dock.", '{"targets": ["charging_dock"], "avoid": []}'),
 ]
 MAX_TOKENS = 16
+ADAPTERS_GEMMA = Path(__file__).resolve().parents[2] / "llm_planner/adapters/gemma3_sft/adapter.gguf"
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear", "task_type": "CAUSAL_LM"}
 
 
@@ -163,6 +165,69 @@ def test_llama_cpp_applies_the_exported_adapter_at_the_transformers_models_scale
     scale = float(hf_shift @ llama_shift / (hf_shift @ hf_shift))  # least squares: llama_shift ~ scale * hf_shift
     assert 0.85 < scale < 1.15, (scale, hf_shift, llama_shift)  # ... and llama.cpp moves them as much
     assert np.corrcoef(hf_shift, llama_shift)[0, 1] > 0.95
+
+
+# -- import: a GGUF adapter back into peft (hrl-posttrain init_adapter=shipped:<name> | a .gguf) ----------
+@pytest.mark.slow
+def test_an_exported_adapter_imports_back_to_the_tensors_it_was_exported_from(trained, exported, tmp_path):
+    """Export then import gives the trained tensors back to f16 rounding, under peft's names, for both bases:
+    SmolLM2 (llama) is the case where the converter reorders the rows of q and k (lora_b) for llama.cpp's
+    rotary layout, which the import undoes. The imported folder loads and answers as the trained model."""
+    from safetensors.torch import load_file
+
+    from llm_planner.posttrain.train import load_model
+
+    model, tokenizer, adapter, name, base = trained
+    imported = import_adapter(exported, tmp_path / "imported", base_gguf=base)
+    want = load_file(str(adapter / "adapter_model.safetensors"))
+    got = load_file(str(imported / "adapter_model.safetensors"))
+    assert set(got) == set(want) and len(got) > 50
+    for key, value in want.items():
+        assert got[key].shape == value.shape, key
+        assert torch.allclose(got[key], value, rtol=2e-3, atol=1e-6), key  # f16 in the file
+    config = json.loads((imported / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"], config["peft_type"]) == (16, 32, "LORA")
+    assert set(config["target_modules"]) == {f"{x}_proj" for x in ("q", "k", "v", "o", "gate", "up", "down")}
+    again, _ = load_model(name, adapter=str(imported), trainable=False)
+    again.eval()
+    assert [hf_greedy(again, tokenizer, p) for p, _ in TRAIN] == [hf_greedy(model, tokenizer, p) for p, _ in TRAIN]
+
+
+def test_the_shipped_adapter_imports_as_a_peft_folder(tmp_path):
+    """The shipped navigation + tabletop adapter (Gemma 3 270M): r=16 on the 7 linear layers of 18 blocks, alpha
+    32, shapes checked against the base model, so training can start from it without the run that made it."""
+    from safetensors.torch import load_file
+
+    from llm_planner.llm.llama_cpp_backend import shipped_adapter_path
+
+    out = import_adapter(shipped_adapter_path("shipped:gemma3_sft"), tmp_path / "a", shipped_model_path("gemma3"))
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"], config["lora_dropout"]) == (16, 32, 0.05)
+    tensors = load_file(str(out / "adapter_model.safetensors"))
+    assert len(tensors) == 18 * 7 * 2
+    a = tensors["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"]
+    b = tensors["base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"]
+    assert a.shape == (16, 640) and b.shape[1] == 16 and b.abs().max() > 0  # trained: B is zero at init
+    assert a.dtype == torch.float32
+
+
+def test_import_and_init_adapter_refuse_what_they_cannot_start_from(tmp_path):
+    from llm_planner.posttrain.train import PosttrainConfig
+
+    with pytest.raises(ValueError, match=r"is not a GGUF LoRA adapter \(general.type 'model'"):
+        import_adapter(shipped_model_path("smollm2"), tmp_path / "a", shipped_model_path("smollm2"))
+    with pytest.raises(ValueError, match=r"adapter of a 'gemma3' model, but the base .* is 'llama'"):
+        import_adapter(ADAPTERS_GEMMA, tmp_path / "a", shipped_model_path("smollm2"))
+    with pytest.raises(ValueError, match=r"trained on base=gemma3, not base=smollm2: set base=gemma3"):
+        PosttrainConfig(base="smollm2", init_adapter="shipped:gemma3_sft").check()
+    with pytest.raises(ValueError, match=r"no shipped adapter 'nope'; shipped: gemma3_sft"):
+        PosttrainConfig(base="gemma3", init_adapter="shipped:nope").check()
+    with pytest.raises(ValueError, match=r"neither a folder nor a .gguf file"):
+        PosttrainConfig(base="gemma3", init_adapter=str(tmp_path / "missing.safetensors")).check()
+    (tmp_path / "run").mkdir()
+    with pytest.raises(ValueError, match=r"holds no adapter_config.json: give the adapter/ folder"):
+        PosttrainConfig(base="gemma3", init_adapter=str(tmp_path / "run")).check()
+    PosttrainConfig(base="gemma3", init_adapter="shipped:gemma3_sft").check()  # the documented start
 
 
 # -- errors ---------------------------------------------------------------------------------------------
