@@ -121,6 +121,15 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Visit {a}, {b} and {c}, one after another.",
         "Route: {a}, {b}, {c}.",
         "{a} comes first; head on to {b} after.",
+        # 2026-12-06, version 4 (multi read 67 % on val with version 3): dealt among themselves (DEALT)
+        "First {a}, and once you're done there, {b}.",
+        "I need you at {a} and then at {b}.",
+        "Call at {a}, then carry on to {b}.",
+        "Three stops: {a}, {b}, and finally {c}.",
+        "Head to {a}. When that's done, move on to {b}. End at {c}.",
+        "Start with {a}; {b} comes next.",
+        "After visiting {a}, make your way over to {b}.",
+        "Go to {a} first and {b} second.",
     ),
     "avoid": (
         "Take me to {a}, keeping out of {x}.",
@@ -145,6 +154,17 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Make it to {a} without crossing {x}.",
         "Avoid {x} entirely and travel to {a}.",
         "Nobody may enter {x} right now; head for {a}.",
+        # 2026-12-06, version 4 (avoid read 67 % on val with version 3): dealt among themselves (DEALT)
+        "{x} is closed right now. Please get to {a}.",
+        "Under no circumstances enter {x}; your destination is {a}.",
+        "The floor in {x} is wet, so keep out of it while you go to {a}.",
+        "{x} must not be entered. Destination: {a}.",
+        "Don't cut through {x}. I need you at {a}.",
+        "Skip {x} completely and end up at {a}.",
+        "With {x} out of bounds, make your way to {a}.",
+        "Someone is asleep in {x}, so don't go in there; drive to {a}.",
+        "Leave {x} alone and proceed to {a}.",
+        "No entering {x} this time. Target: {a}.",
     ),
     "correction": (
         "Take me to {w} - no wait, {a}.",
@@ -283,8 +303,8 @@ class SplitPlan:
 #: 30)``. The first batches are the 99-template generator that adapter versions 2 and 3 trained on.
 DEALT: dict[str, tuple[int, ...]] = {
     "one": (24,),
-    "multi": (20,),
-    "avoid": (22,),
+    "multi": (20, 28),
+    "avoid": (22, 32),
     "correction": (15,),
     "return": (18,),
     "prefix": (10,),
