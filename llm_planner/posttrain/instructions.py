@@ -130,6 +130,15 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Start with {a}; {b} comes next.",
         "After visiting {a}, make your way over to {b}.",
         "Go to {a} first and {b} second.",
+        # 2026-12-06, version 5: the order is not the order of mention (val's multi failures were all such)
+        "End at {c}, but visit {a} and then {b} before that.",
+        "{c} is the last stop; start at {a} and pass {b} on the way.",
+        "Go to {b} second, {a} first, and {c} third.",
+        "Save {c} for last; begin with {a}, then {b}.",
+        "Before {c}, see {a} and then {b}.",
+        "Your final stop is {c}. Your first is {a}, and {b} comes in the middle.",
+        "{b} should come after {a}; finish with {c}.",
+        "Visit {c} at the end, {a} at the start, and {b} somewhere in the middle.",
     ),
     "avoid": (
         "Take me to {a}, keeping out of {x}.",
@@ -165,6 +174,11 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Someone is asleep in {x}, so don't go in there; drive to {a}.",
         "Leave {x} alone and proceed to {a}.",
         "No entering {x} this time. Target: {a}.",
+        # 2026-12-06, version 5: the room to avoid named first, with its reason
+        "{x} has a wet floor, so find another way to {a}.",
+        "Because {x} is closed, take a route to {a} that skips it.",
+        "There's a party in {x}; go to {a} without passing through it.",
+        "{x} is full of boxes. Get to {a} some other way.",
     ),
     "correction": (
         "Take me to {w} - no wait, {a}.",
@@ -303,8 +317,8 @@ class SplitPlan:
 #: 30)``. The first batches are the 99-template generator that adapter versions 2 and 3 trained on.
 DEALT: dict[str, tuple[int, ...]] = {
     "one": (24,),
-    "multi": (20, 28),
-    "avoid": (22, 32),
+    "multi": (20, 28, 36),
+    "avoid": (22, 32, 36),
     "correction": (15,),
     "return": (18,),
     "prefix": (10,),

@@ -132,7 +132,7 @@ def test_templates_appended_later_leave_the_dealt_ones_in_their_splits(monkeypat
     monkeypatch.setitem(DEALT, "avoid", (22, 20))
     with pytest.raises(ValueError, match=r"DEALT\['avoid'\] = \(22, 20\) must increase"):
         split_templates(0)
-    monkeypatch.setitem(DEALT, "avoid", (22, 32, 50))
+    monkeypatch.setitem(DEALT, "avoid", (22, 32, 36, 50))
     with pytest.raises(ValueError, match=f"end at most at the family's {len(grown['avoid'])} templates"):
         split_templates(0)
 
