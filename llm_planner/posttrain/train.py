@@ -143,6 +143,11 @@ def init_adapter_file(spec: str, base: str) -> Path | None:
         path = shipped_adapter_path(spec)
     except LLMError as err:
         raise ValueError(f"init_adapter={spec!r}: {err}") from None
+    if not path.exists():
+        raise ValueError(
+            f"init_adapter={spec!r} does not exist: give the adapter/ folder of an hrl-posttrain run "
+            "(runs/posttrain/<time>/adapter), a GGUF LoRA adapter (.gguf) or shipped:<name>"
+        )
     if not path.is_file() or path.suffix.lower() != ".gguf":
         raise ValueError(
             f"init_adapter={spec!r} is neither a folder nor a .gguf file: give the adapter/ folder of an "

@@ -222,8 +222,11 @@ def test_import_and_init_adapter_refuse_what_they_cannot_start_from(tmp_path):
         PosttrainConfig(base="smollm2", init_adapter="shipped:gemma3_sft").check()
     with pytest.raises(ValueError, match=r"no shipped adapter 'nope'; shipped: gemma3_sft"):
         PosttrainConfig(base="gemma3", init_adapter="shipped:nope").check()
+    with pytest.raises(ValueError, match=r"'.*missing.gguf' does not exist"):
+        PosttrainConfig(base="gemma3", init_adapter=str(tmp_path / "missing.gguf")).check()
+    (tmp_path / "adapter_model.safetensors").write_bytes(b"")
     with pytest.raises(ValueError, match=r"neither a folder nor a .gguf file"):
-        PosttrainConfig(base="gemma3", init_adapter=str(tmp_path / "missing.safetensors")).check()
+        PosttrainConfig(base="gemma3", init_adapter=str(tmp_path / "adapter_model.safetensors")).check()
     (tmp_path / "run").mkdir()
     with pytest.raises(ValueError, match=r"holds no adapter_config.json: give the adapter/ folder"):
         PosttrainConfig(base="gemma3", init_adapter=str(tmp_path / "run")).check()

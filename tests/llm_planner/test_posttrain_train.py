@@ -254,7 +254,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_
         ("base=llama3", "base='llama3' is neither a shipped base (smollm2, gemma3) nor a .gguf path"),
         ("max_steps=0", "max_steps must be >= 1, got 0"),
         ("learning_rate=3", "learning_rate must be in (0, 1), got 3.0"),
-        ("init_adapter=/nowhere", "init_adapter='/nowhere' holds no adapter_config.json"),
+        ("init_adapter=/nowhere", "init_adapter='/nowhere' does not exist: give the adapter/ folder"),
     ],
 )
 def test_bad_config_values_are_refused_by_name(override, message, tmp_path, capsys):
