@@ -233,7 +233,7 @@ def run_arm(seconds: float, domain: int, log_dir: Path, priority: int = 0) -> di
     from std_msgs.msg import String
     from trajectory_msgs.msg import JointTrajectory
 
-    from hrl.ros.runner import NodeProcesses, set_thread_priority, spin_until
+    from hrl.ros.runner import NodeProcesses, normal_scheduling, set_thread_priority, spin_until
     from hrl.ros.sim_clock import received_at
     from robots.arm import load_arm
 
@@ -304,9 +304,7 @@ def run_arm(seconds: float, domain: int, log_dir: Path, priority: int = 0) -> di
         node.destroy_node()
         rclpy.shutdown()
         if priority:  # back to normal scheduling for what this process does next
-            for tid in map(int, os.listdir("/proc/self/task")):
-                with contextlib.suppress(OSError):
-                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+            normal_scheduling()
     outcomes = collections.Counter(json.loads(s).get("outcome") for s in statuses)
     refused = [line for line in nodes.all_logs().splitlines() if "SCHED_FIFO refused" in line]
     return {

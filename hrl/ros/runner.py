@@ -45,15 +45,20 @@ def set_thread_priority(priority: int) -> str | None:
             except ProcessLookupError:  # a thread that ended meanwhile
                 continue
     except PermissionError as err:
-        for tid in done:  # all or nothing: a half real-time process would only move the waits around
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        normal_scheduling(done)  # all or nothing: a half real-time process would only move the waits around
         return (
             f"thread_priority {priority}: SCHED_FIFO refused ({err.strerror}); the node runs with normal scheduling. "
             "Allow it with CAP_SYS_NICE or a real-time priority limit (ulimit -r 99; /etc/security/limits.conf: "
             "'<user> - rtprio 99', as for ros2_control), or set thread_priority 0 to silence this"
         )
     return None
+
+
+def normal_scheduling(tids: list[int] | None = None) -> None:
+    """Put threads ``tids`` (None: every thread of this process) back under normal scheduling (SCHED_OTHER)."""
+    for tid in map(int, os.listdir("/proc/self/task")) if tids is None else tids:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
 
 
 #: The executors a node can spin on (a node's ``executor_kind`` attribute picks one; ``single`` without it).
