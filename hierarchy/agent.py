@@ -86,12 +86,19 @@ class Agent:
         fails ends it, returned as (its label, its outcome); (None, None) when all were reached."""
         return _Run(self, env, None).execute(subgoals)
 
-    def run(self, env: Any, task: Any, record: list[Any] | None = None) -> Episode:
-        """Execute ``task`` in ``env`` (already reset); ``record``, when a list, gets ``env.render()`` frames."""
+    def run(self, env: Any, task: Any, record: list[Any] | None = None, obs: Any = None) -> Episode:
+        """Execute ``task`` in ``env`` (already reset; ``obs``: what its reset returned, for a domain that needs
+        it); ``record``, when a list, gets ``env.render()`` frames (the first now, then every other step)."""
         run = _Run(self, env, record)
+        domain = self.domain
+        if hasattr(domain, "start"):
+            domain.start(env, task, run.event, obs)
+        if record is not None:
+            record.append(env.render())
         total = len(task.goals)
         done, replans, feedback = 0, 0, None
         reason = ""
+        broken: str | None = None
         stepwise = bool(getattr(self.planner, "stepwise", False))
         if hasattr(self.planner, "reset"):
             self.planner.reset()  # a step-wise planner's history of this episode
@@ -105,7 +112,11 @@ class Agent:
                 reason = run.stop_reason
                 break
             failed, outcome = run.execute(subgoals)
-            done = self.domain.progress(task, env)
+            done = domain.progress(task, env)
+            broken = domain.broken(env) if hasattr(domain, "broken") else None
+            if broken is not None:  # e.g. an avoided room entered: nothing done afterwards mends it
+                reason = broken
+                break
             if done == total and not stepwise:
                 reason = "success"
                 break
@@ -115,23 +126,25 @@ class Agent:
             if failed is None:
                 failed, outcome = subgoals[-1].label, "plan_ended_short_of_goal"
             exhausted = replans >= self.config.max_replans
-            # aborted: stopped from outside (a robot's e-stop, unusable sensor data): replanning would not help
-            if outcome in (Outcome.EPISODE_LIMIT, Outcome.OBJECT_LEFT_TABLE, Outcome.ABORTED) or exhausted:
+            if outcome in _TERMINAL or exhausted:
                 reason = f"{outcome} at {failed}" + (" (replans exhausted)" if exhausted else "")
                 break
             replans += 1
             reached = tuple(e.subgoal for e in run.events if e.kind == EventKind.SUBGOAL_REACHED)
-            feedback = Feedback(failed, outcome, attempt=replans, reached=reached)
+            if hasattr(domain, "feedback"):
+                feedback = domain.feedback(failed, outcome, replans, reached, run.events)
+            else:
+                feedback = Feedback(failed, outcome, attempt=replans, reached=reached)
             run.event(EventKind.REPLAN, feedback.text())
-        self.domain.finish(env, max(0, self.config.max_episode_steps - run.steps), run.count)
-        done = self.domain.progress(task, env)  # judged on the final state, after letting go
+        domain.finish(env, max(0, self.config.max_episode_steps - run.steps), run.count)
+        done = domain.progress(task, env)  # judged on the final state, after letting go
         if reason == "success" and done < total:
             reason = f"goal undone when letting go ({done} of {total} hold)"
-        elif reason != "success" and done == total:
+        elif reason != "success" and done == total and broken is None:
             reason = "success"
         run.event(EventKind.DONE, reason)
         return Episode(
-            success=done == total,
+            success=done == total and broken is None,
             reason=reason,
             steps=run.steps,
             replans=replans,
@@ -143,6 +156,11 @@ class Agent:
             events=run.events,
             plans=run.plans,
         )
+
+
+#: Outcomes after which replanning would not help: the episode's steps are spent, an object is gone, the
+#: robot was stopped from outside (e-stop, unusable sensor data), or the task's constraint is broken.
+_TERMINAL = (Outcome.EPISODE_LIMIT, Outcome.OBJECT_LEFT_TABLE, Outcome.ABORTED, Outcome.ENTERED_AVOIDED_ROOM)
 
 
 class _Run:
@@ -163,7 +181,8 @@ class _Run:
             self.frames.append(self.env.render())
 
     def event(self, kind: EventKind, detail: str, subgoal: str = "", outcome: Outcome | None = None) -> None:
-        self.events.append(Event(self.steps, kind, detail, subgoal, outcome))
+        where = self.agent.domain.where(self.env) if hasattr(self.agent.domain, "where") else ()
+        self.events.append(Event(self.steps, kind, detail, subgoal, outcome, tuple(where)))
 
     def plan(self, task: Any, feedback: Feedback | None) -> list[GroundedSubgoal] | None:
         domain, planner = self.agent.domain, self.agent.planner
@@ -178,6 +197,7 @@ class _Run:
             return None
         except Exception as err:  # a planner fault ends the episode cleanly, with its cause recorded
             self.latencies.append(time.perf_counter() - t0)
+            self.tokens += int(dict(getattr(planner, "last_usage", None) or {}).get("tokens", 0))
             self.stop_reason = f"planner_error: {type(err).__name__}: {err}"
             self.event(EventKind.PLANNER_ERROR, self.stop_reason)
             return None
@@ -191,7 +211,8 @@ class _Run:
             self.event(EventKind.PLAN_REJECTED, str(err))
             return None
         self.plans.append([s.label for s in subgoals])
-        self.event(EventKind.PLAN, f"{len(subgoals)} subgoals: " + "; ".join(s.label for s in subgoals))
+        cost = "".join(f"; {k} {v}" for k, v in usage.items())  # LLM planners: tokens, model calls, cache hits
+        self.event(EventKind.PLAN, f"{len(subgoals)} subgoals: " + ", ".join(s.label for s in subgoals) + cost)
         return subgoals
 
     def execute(self, subgoals: list[GroundedSubgoal]) -> tuple[str | None, Outcome | None]:
@@ -209,7 +230,11 @@ class _Run:
                         self.agent.domain.skills[step.skill].run(self.env, step, limit - self.steps, self.count).outcome
                     )
                 if outcome != Outcome.REACHED:
-                    what = f"{sub.label} ({step.label or step.skill}): {outcome}"
+                    what = (
+                        f"{sub.label}: {outcome}"
+                        if len(sub.steps) == 1
+                        else f"{sub.label} ({step.label or step.skill}): {outcome}"
+                    )
                     self.event(EventKind.SUBGOAL_FAILED, what, sub.label, outcome)
                     return sub.label, outcome
             self.event(EventKind.SUBGOAL_REACHED, sub.label, sub.label, Outcome.REACHED)

@@ -12,6 +12,16 @@ world; the agent (:mod:`hierarchy.agent`) knows only this contract:
 - ``skills``: name -> :class:`Skill`, the learned policies and scripted primitives a step may call;
 - ``progress(task, env)``: how many of the task's goals hold now, in order (its acceptance check: all of them);
 - ``finish(env)``: what ends an episode before the check (the tabletop lets go of what it holds).
+
+Optional, where a domain needs them (navigation does, :mod:`hierarchy.navigation`):
+
+- ``start(env, task, event, obs)``: a new episode (``obs``: what the env's reset returned; ``event(kind,
+  detail)`` records a domain's own events, e.g. a recovery);
+- ``broken(env) -> str | None``: a constraint of the task broken for good (navigation: an avoided room
+  entered): the episode ends with that reason and fails, whatever goals hold;
+- ``feedback(failed, outcome, attempt, reached, events)``: the domain's planners' feedback after a failure
+  (default: :class:`Feedback`);
+- ``where(env) -> tuple``: where the robot is, stamped on every event.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ class Outcome(StrEnum):
     BUDGET = "budget"  # its step budget ran out
     STUCK = "stuck"  # no progress over the skill's window
     OBJECT_LEFT_TABLE = "object_left_table"
+    COLLISIONS = "collisions"  # pressed against walls too many steps in a row (navigation)
+    ENTERED_AVOIDED_ROOM = "entered_avoided_room"  # the task's constraint broken (navigation)
     EPISODE_LIMIT = "episode_limit"
     #: Stopped from outside the skill: a robot's e-stop, stale or unusable sensor data, a refused goal, a newer
     #: call, shutdown (hrl.ros.arm_policy_node says why).
@@ -42,6 +54,7 @@ class EventKind(StrEnum):
     SUBGOAL_STARTED = "subgoal_started"
     SUBGOAL_REACHED = "subgoal_reached"
     SUBGOAL_FAILED = "subgoal_failed"
+    RECOVERY = "recovery"  # a skill's recovery behaviour (navigation: backing off a wall)
     REPLAN = "replan"
     PLANNER_ERROR = "planner_error"
     PLAN_REJECTED = "plan_rejected"
@@ -55,6 +68,7 @@ class Event:
     detail: str
     subgoal: str = ""  # the subgoal's label, for the subgoal_* kinds
     outcome: Outcome | None = None  # for subgoal_reached / subgoal_failed
+    where: tuple[float, ...] = ()  # where the robot was (the domain's ``where``, when it has one)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Each episode names a start (a named start pose of the map or [x, y, yaw]), the g
 order (landmark or room names, or [x, y]), optionally rooms to ``avoid``, the instruction text and a
 ``category`` (language suites: single, multi, alias, indirect, avoid). Success is checked on the
 executed trajectory: every goal visited within ``goal_tolerance``, in order
-(:func:`hrl.executor.visited_in_order`), and no avoided room ever entered.
+(:func:`hierarchy.navigation.visited_in_order`), and no avoided room ever entered.
 """
 
 from __future__ import annotations

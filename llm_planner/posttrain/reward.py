@@ -9,8 +9,8 @@
    the ``llm_goals`` planner does, and grounds the plan (:func:`~llm_planner.plan.ground`);
 3. follows the planned route (straight legs between the grounded subgoals, sampled every
    :data:`ROUTE_STEP` m) and applies the task's success check to it: the executor's
-   :func:`~hrl.executor.visited_in_order` on the gold goals (within the suite's goal tolerance) and its
-   :func:`~hrl.executor.entered_room` on the gold's avoided rooms: the same predicate that judges an
+   :func:`~hierarchy.navigation.visited_in_order` on the gold goals (within the suite's goal tolerance) and its
+   :func:`~hierarchy.navigation.entered_room` on the gold's avoided rooms: the same predicate that judges an
    episode in ``hrl-eval`` and the benchmarks.
 
 Rewards (:data:`REWARDS`): 1 for success; 0 for a well-formed answer whose plan fails (a target missed or
@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from hrl.executor import avoid_regions, entered_room, visited_in_order
+from hierarchy.navigation import avoid_regions, entered_room, visited_in_order
 from llm_planner.base import Scene, Task
 from llm_planner.llm.answers import GoalsAnswer, parse_answer
 from llm_planner.plan import PlanError, ground

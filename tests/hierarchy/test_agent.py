@@ -73,7 +73,7 @@ def test_symbolic_planner_stacks_red_on_blue(domain, env_factory, backend):
     assert episode.plans == [["place red_block on blue_block"]]
     # Judged on the final state, after letting go: the block rests on the other and the gripper is empty.
     assert holds(env, RED_ON_BLUE.goals[0]) and holding(env) is None
-    assert len(frames) == episode.steps // 2 and frames[0].shape == (32, 32, 3)
+    assert len(frames) == 1 + episode.steps // 2 and frames[0].shape == (32, 32, 3)  # the start, then every other step
     row = episode.row()
     assert "events" not in row and "plans" not in row and row["planner_latency_mean_s"] >= 0.0
     assert row["success"] is True and row["goals_reached"] == 1
