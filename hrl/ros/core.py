@@ -445,28 +445,6 @@ def to_frame(pose: Pose2D, x: float, y: float) -> tuple[float, float]:
     return c * dx + s * dy, -s * dx + c * dy
 
 
-@dataclass
-class PlanProgress:
-    """Where the robot is in a grounded plan: which subgoal is current, and how many replans are spent."""
-
-    points: list[tuple[float, float]]
-    labels: list[str]
-    index: int = 0
-    replans: int = 0
-
-    @property
-    def current(self) -> tuple[float, float] | None:
-        return self.points[self.index] if self.index < len(self.points) else None
-
-    def matches(self, x: float, y: float, tol: float = 1e-3) -> bool:
-        cur = self.current
-        return cur is not None and abs(cur[0] - x) <= tol and abs(cur[1] - y) <= tol
-
-    def advance(self) -> tuple[float, float] | None:
-        self.index += 1
-        return self.current
-
-
 def parse_status(text: str) -> tuple[str, float, float, str] | None:
     """``'reached x y'`` / ``'failed x y: why'`` -> (outcome, x, y, why); None if malformed."""
     head, _, why = text.partition(": ")

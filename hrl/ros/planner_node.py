@@ -2,10 +2,16 @@
 
 Takes a task on ``/task`` (std_msgs/String: an instruction for LLM planners, place names separated by
 commas for the others, e.g. ``fridge, charging_dock``) or a goal on ``/goal_pose``
-(geometry_msgs/PoseStamped, what RViz sends); plans from the robot's pose (``/odom``); publishes the plan
-on ``/plan`` (nav_msgs/Path) and the current subgoal on ``/subgoal``; advances when the policy node
-reports it reached on ``/subgoal_status``; replans from where the robot is when one fails (at most
-``max_replans`` times). The map's frame is the odom frame (the robot starts at a known pose of the map).
+(geometry_msgs/PoseStamped, what RViz sends). It runs the same loop as the simulator, the domain-free
+:class:`hierarchy.agent.Agent` with the navigation domain (:mod:`hierarchy.navigation`): the planner plans from
+the robot's pose (``/odom``), the plan is grounded before anything moves and published on ``/plan``
+(nav_msgs/Path), each subgoal goes to the policy node on ``/subgoal`` and its outcome comes back on
+``/subgoal_status``; a failed subgoal, or a plan that ends with a goal not visited, makes it replan from where
+the robot is (at most ``max_replans`` times). The task is judged as in simulation, on the odometry's trajectory:
+its goals visited in order (within ``goal_tolerance``) and no avoided room entered (entering one stops the robot
+and fails the task). An instruction's goals and avoided rooms are the planner's reading of it (``llm_goals``);
+a planner that reads no goals (``llm_route``) is judged on reaching its plan's last point. The map's frame is
+the odom frame (the robot starts at a known pose of the map).
 
 Planning runs on a worker thread, never in a callback: an LLM over HTTP with retries can take a minute,
 and meanwhile the node keeps hearing ``/odom`` and new tasks and keeps reporting. ``/task_status``
@@ -17,6 +23,7 @@ and meanwhile the node keeps hearing ``/odom`` and new tasks and keeps reporting
 
 from __future__ import annotations
 
+import math
 import queue
 import sys
 import threading
@@ -24,7 +31,6 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +43,7 @@ from std_msgs.msg import String
 
 from hrl import DEFAULT_POLICY
 from hrl.ros import qos
-from hrl.ros.core import PlanProgress, finite, parse_status
+from hrl.ros.core import finite, parse_status
 from hrl.ros.core import yaw_from_quaternion as _yaw
 from hrl.ros.params import Param, ParameterError, declare, non_empty, topic
 
@@ -46,12 +52,18 @@ def _non_negative_int(value: Any) -> str | None:
     return None if isinstance(value, int) and value >= 0 else "must be an integer >= 0"
 
 
+def _positive(value: Any) -> str | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return None if ok else "must be a number > 0"
+
+
 def _file_or_empty(value: Any) -> str | None:
     ok = isinstance(value, str) and (not value or Path(value).is_file())
     return None if ok else "must be an existing YAML file, or empty for the planner's defaults"
 
 
 ODOM_WAIT_S = 10.0  # how long a task waits for the first /odom
+REACH_CONFIRM_S = 1.0  # how long a reported 'reached' waits for this node's odometry to show it
 STATUS_PERIOD_S = 1.0  # a 'planning' report this often while a plan is being computed
 
 PARAMS = [
@@ -71,6 +83,14 @@ PARAMS = [
     ),
     Param("policy", DEFAULT_POLICY, "policy for planners that need its critic (sorb)", non_empty),
     Param("max_replans", 3, "replans per task after failed subgoals", _non_negative_int),
+    Param("goal_tolerance", 0.3, "a goal is visited when the odometry comes this close (m)", _positive),
+    Param(
+        "subgoal_timeout_s",
+        300.0,
+        "how long a subgoal waits for the policy node's status before the task fails (the policy node's own "
+        "budget ends a subgoal first)",
+        _positive,
+    ),
     Param("odom_frame", "odom", "frame of /plan and /subgoal", non_empty),
     Param(
         "map_frame",
@@ -129,15 +149,155 @@ class PlanWorker:
         self.jobs.put(None)
 
 
-@dataclass
-class PlanJob:
-    """A plan being computed: for which task, after how many replans, since when."""
+class CancelledError(Exception):
+    """The task was superseded or the node is stopping: the agent's loop ends here."""
 
-    task: Any
-    future: Future
-    replans: int
-    since: float
-    reported: float
+
+class _RosView:
+    """What the agent and the navigation domain see of the robot: the map (``unwrapped.world``); the pose,
+    trajectory and avoided rooms come from ``/odom`` (:class:`_OdomTrack`)."""
+
+    def __init__(self, world: Any) -> None:
+        self.world = world
+        self.unwrapped = self
+
+
+class _OdomTrack:
+    """The navigation domain's episode state on a robot: the trajectory of ``/odom`` since the task started and
+    the avoided room entered, if any (what :class:`~hierarchy.navigation.SubgoalExecutor` keeps in simulation)."""
+
+    def __init__(self, pose: Any, avoid: list[tuple[str, Any]]) -> None:
+        self.pose = pose
+        self.trajectory: list[tuple[float, float]] = [(pose.x, pose.y)]
+        self.avoid = avoid
+        self.violation: str | None = None
+        self.obs = None  # the planner sees the map and the pose only
+
+    @property
+    def position(self) -> tuple[float, float]:
+        return (self.pose.x, self.pose.y)
+
+    def add(self, pose: Any) -> None:
+        from hierarchy.navigation import entered_room
+
+        self.pose = pose
+        self.trajectory.append((pose.x, pose.y))
+        if self.violation is None and self.avoid:
+            self.violation = entered_room(self.avoid, (pose.x, pose.y))
+
+
+class RemoteDrive:
+    """The navigation domain's ``drive`` skill run by the policy node: the subgoal goes out on ``/subgoal``,
+    its outcome comes back on ``/subgoal_status``; entering an avoided room stops the robot (a subgoal where it
+    stands) and ends the call."""
+
+    def __init__(self, node: PlannerNode) -> None:
+        self.node = node
+
+    def run(self, env: Any, step: Any, max_steps: int, on_step: Any) -> Any:
+        from hierarchy.domain import Outcome, SkillResult
+
+        node = self.node
+        x, y = (float(v) for v in step.goal(env))
+        status = node.drive(x, y)
+        track = node.track
+        distance = math.dist(track.position, (x, y)) if track is not None else math.inf
+        if status is None:  # an avoided room entered
+            return SkillResult(Outcome.ENTERED_AVOIDED_ROOM, 0, distance)
+        outcome, why = status
+        if outcome == "reached":
+            return SkillResult(Outcome.REACHED, 0, distance)
+        node.get_logger().warning(f"subgoal {step.label} ({x:.2f}, {y:.2f}) failed: {why}")
+        if why.startswith("over the"):
+            return SkillResult(Outcome.BUDGET, 0, distance)
+        if why.startswith("no progress"):
+            return SkillResult(Outcome.STUCK, 0, distance)
+        return SkillResult(Outcome.ABORTED, 0, distance)  # refused by the policy node, or no answer: not for a replan
+
+
+def _ros_domain(node: PlannerNode) -> Any:
+    from hierarchy.navigation import NavigationDomain, avoid_regions, visited_in_order
+    from llm_planner.planners.common import goal_point
+
+    class RosNavigationDomain(NavigationDomain):
+        """The navigation domain on the robot: odometry instead of a simulator, the policy node as the skill,
+        and an instruction judged by the planner's own reading of it."""
+
+        def start(self, env: Any, task: Any, event: Any, obs: Any) -> None:
+            world = env.unwrapped.world
+            self.task = task
+            self.read = not node.names_task  # the goals are the planner's reading of the instruction
+            self.goals = [] if self.read else [goal_point(g, world) for g in task.goals]
+            node.track = self._executor = _OdomTrack(node.pose, avoid_regions(world, task.avoid))  # type: ignore[assignment]
+            self.plans, self._last = [], []
+
+        def observe(self, env: Any) -> Any:
+            from llm_planner.base import Scene
+
+            return Scene(env.unwrapped.world, node.pose)
+
+        def ground(self, plan: Any, scene: Any) -> Any:
+            grounded = super().ground(plan, scene)
+            if self.read:
+                self._adopt_reading(scene.world)
+            node.publish_plan(self._last)
+            return grounded
+
+        def _adopt_reading(self, world: Any) -> None:
+            reading_of = getattr(node.planner, "reading_of", None)
+            reading = reading_of(self.task.text, world.name) if reading_of is not None else None
+            if reading is None:  # a planner that reads no goals: its plan's destination
+                self.goals = [self._last[-1].xy]
+                return
+            self.goals = [goal_point(t, world) for t in reading.targets]
+            track = self.executor
+            track.avoid = avoid_regions(world, tuple(reading.avoid))  # type: ignore[attr-defined]
+
+        def progress(self, task: Any, env: Any) -> int:
+            visited = visited_in_order(self.executor.trajectory, self.goals, self.goal_tolerance)
+            if self.read:  # the instruction is one goal: all its reading's targets, in order
+                return int(bool(self.goals) and visited == len(self.goals))
+            return visited
+
+        def feedback(self, *args: Any) -> Any:
+            fb = super().feedback(*args)
+            node.get_logger().warning(f"replanning: {fb.text()}")
+            return fb
+
+    return RosNavigationDomain
+
+
+class _Reporting:
+    """The planner, with ``/task_status`` kept informed: ``planning: <task>`` when a replan starts (the first
+    plan's is said when the task arrives), every second while a call runs, and a plan for a task superseded
+    meanwhile discarded."""
+
+    def __init__(self, planner: Any, node: PlannerNode) -> None:
+        self._planner, self._node = planner, node
+
+    def plan(self, task: Any, scene: Any, feedback: Any = None) -> Any:
+        node = self._node
+        if feedback is not None:
+            node.status(f"planning: {task.text}")
+        node.planning = [task.text, time.monotonic(), time.monotonic()]
+        try:
+            plan = self._planner.plan(task, scene, feedback)
+        except Exception:
+            self._discard_if_superseded(task.text)
+            raise
+        finally:
+            node.planning = None
+        self._discard_if_superseded(task.text)
+        return plan
+
+    def _discard_if_superseded(self, text: str) -> None:
+        node = self._node
+        if node.cancelled.is_set() or node.task_text != text:
+            node.get_logger().info(f"plan for the superseded task {text!r} discarded")
+            raise CancelledError()
+
+    def __getattr__(self, name: str) -> Any:  # name, domains, last_usage, reading_of, ...: the planner's own
+        return getattr(self._planner, name)
 
 
 class PlannerNode(Node):
@@ -147,6 +307,8 @@ class PlannerNode(Node):
         super().__init__("planner_node", parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
         import inspect
 
+        from hierarchy.agent import Agent, AgentConfig
+        from hierarchy.navigation import ExecutorConfig
         from hrl.eval import planner_from_file
         from hrl.hierarchy_eval import build_planner
         from llm_planner.base import planner_class
@@ -164,13 +326,22 @@ class PlannerNode(Node):
         except (ValueError, FileNotFoundError) as err:
             raise ParameterError(str(err)) from None
         self.is_llm = p["planner"].startswith("llm_")
+        domain = _ros_domain(self)(None, ExecutorConfig(max_replans=p["max_replans"]), p["goal_tolerance"])  # type: ignore[arg-type]
+        domain.skills = {"drive": RemoteDrive(self)}
+        # steps are not counted on a robot (the policy node's budget in seconds bounds each subgoal)
+        config = AgentConfig(max_replans=p["max_replans"], max_episode_steps=10**9)
+        self.agent = Agent(domain, _Reporting(self.planner, self), config)
+        self.view = _RosView(self.world)
         self.worker = PlanWorker()
+        self._lock = threading.Lock()
         self.pose: Any = None  # sim.world.Pose2D from /odom
-        self.task: Any = None  # the current llm_planner.base.Task, until it ends
-        self.job: PlanJob | None = None
-        self.progress: PlanProgress | None = None
-        self.reached: list[str] = []  # labels reached in the current task (bounded by its plan)
-        self.pending_since: float | None = None  # a task waiting for the first /odom
+        self.track: _OdomTrack | None = None  # the running task's trajectory
+        self.task_text: str | None = None  # the task being carried out
+        self.names_task = True  # whether its goals are place names (else an instruction the planner reads)
+        self.cancelled = threading.Event()  # set to end the running task (superseded, stopping)
+        self.planning: list[Any] | None = None  # [task text, since, last reported] while a planner call runs
+        self.pending: tuple[float, float] | None = None  # the subgoal sent, awaiting its status
+        self.answer: tuple[str, str] | None = None  # (reached | failed, why) for it
         self.plan_pub = qos.advertise(self, PathMsg, p["plan_topic"], p["plan_qos"], "plan_qos")
         self.subgoal_pub = qos.advertise(self, PoseStamped, p["subgoal_topic"], p["subgoal_qos"], "subgoal_qos")
         self.task_status_pub = qos.advertise(
@@ -194,6 +365,9 @@ class PlannerNode(Node):
         x, y = msg.pose.pose.position.x, msg.pose.pose.position.y
         if finite(x, y, q.x, q.y, q.z, q.w):
             self.pose = Pose2D(x, y, _yaw(q.x, q.y, q.z, q.w))
+            track = self.track
+            if track is not None:
+                track.add(self.pose)
 
     def on_task(self, msg: Any) -> None:
         from llm_planner.base import Task
@@ -208,7 +382,8 @@ class PlannerNode(Node):
                 self.finish(f"failed: planner {self.p['planner']!r} needs place names ({err})")
                 return
             goals = ()
-        self.start(Task(text, goals or (text,)))
+        # an instruction's goals are what the planner reads (the task carries its text as its one goal)
+        self.start(Task(text, goals or (text,)), names_task=bool(goals))
 
     def on_goal_pose(self, msg: Any) -> None:
         from llm_planner.base import Task
@@ -223,118 +398,149 @@ class PlannerNode(Node):
                 f"{frames[0]!r} or {frames[1]!r}"
             )
             return
-        self.start(Task(text, ((x, y),)))
+        self.start(Task(text, ((x, y),)), names_task=True)
 
     def on_status(self, msg: Any) -> None:
         parsed = parse_status(msg.data)
-        prog = self.progress
-        if parsed is None or prog is None or not prog.matches(parsed[1], parsed[2]):
-            return  # not about our current subgoal
-        outcome, x, y, why = parsed
-        if outcome == "reached":
-            self.reached.append(prog.labels[prog.index])
-            nxt = prog.advance()
-            if nxt is None:
-                self.finish("done")
-            else:
-                self.subgoal_pub.publish(self.pose_msg(nxt))
-            return
-        if prog.replans >= self.p["max_replans"]:
-            self.finish(f"failed: {prog.labels[prog.index]}: {why} (replans exhausted)")
-            return
-        from llm_planner.base import Feedback
-
-        fb = Feedback(prog.labels[prog.index], why or "failed", self.pose, attempt=prog.replans + 1,
-                      failed_point=(x, y), reached=tuple(self.reached))  # fmt: skip
-        self.get_logger().warning(f"replanning: {fb.text()}")
-        self.progress = None  # statuses about the failed plan's subgoals no longer matter
-        self.plan(fb, prog.replans + 1)
+        with self._lock:
+            pending = self.pending
+            if parsed is None or pending is None or self.answer is not None:
+                return
+            outcome, x, y, why = parsed
+            if abs(pending[0] - x) <= 1e-3 and abs(pending[1] - y) <= 1e-3:  # about our current subgoal
+                self.answer = (outcome, why or outcome)
 
     # -- a task's life -------------------------------------------------------------------------------
     def supersede(self, new_text: str) -> None:
-        """End the current task, if any, because ``new_text`` replaces it (a plan still computing for it
-        is discarded when it arrives)."""
-        if self.task is None:
+        """End the current task, if any, because ``new_text`` replaces it (its agent stops at its next wait; a
+        plan still computing for it is discarded when it arrives)."""
+        self.cancelled.set()
+        if self.task_text is None:
             return
-        if self.job is not None:
-            job, self.job = self.job, None
-            job.future.cancel()  # skipped if still queued; if running, its result is ignored
-            job.future.add_done_callback(self._discarded(job.task.text))
-        self.progress, self.pending_since = None, None
-        self.task_status_pub.publish(String(data=f"cancelled: {self.task.text}: superseded by {new_text}"))
-        self.get_logger().info(f"task {self.task.text!r} cancelled: superseded by {new_text!r}")
-        self.task = None
+        self.status(f"cancelled: {self.task_text}: superseded by {new_text}")
+        self.get_logger().info(f"task {self.task_text!r} cancelled: superseded by {new_text!r}")
+        self.task_text = None
 
-    def _discarded(self, text: str) -> Callable[[Future], None]:
-        def log(future: Future) -> None:  # on the worker thread, when the abandoned call returns
-            if not future.cancelled():
-                self.get_logger().info(f"plan for the superseded task {text!r} discarded")
-
-        return log
-
-    def start(self, task: Any) -> None:
+    def start(self, task: Any, names_task: bool) -> None:
         self.supersede(task.text)
-        self.task, self.reached = task, []
+        self.task_text = task.text
+        if self.pose is not None:
+            self.status(f"planning: {task.text}")
+        self.worker.submit(lambda: self.execute(task, names_task))
+
+    def execute(self, task: Any, names_task: bool) -> None:
+        """On the worker thread: one task, from waiting for odometry to its verdict."""
+        self.cancelled.clear()  # the previous agent has ended: jobs run one at a time
+        if self.task_text != task.text:
+            return  # superseded while queued
         if self.pose is None:  # a task can arrive before the first /odom: plan when it comes
-            self.pending_since = time.monotonic()
             self.get_logger().info("task received, waiting for /odom to plan")
-            return
-        self.plan(None, replans=0)
-
-    def plan(self, feedback: Any, replans: int) -> None:
-        """Start computing a plan for the current task from the current pose, on the worker."""
-        from llm_planner.base import Scene
-        from llm_planner.plan import ground
-
-        task, scene, world = self.task, Scene(self.world, self.pose), self.world
-        now = time.monotonic()
-        future = self.worker.submit(lambda: ground(self.planner.plan(task, scene, feedback), world))
-        self.job = PlanJob(task, future, replans, since=now, reported=now)
-        self.task_status_pub.publish(String(data=f"planning: {task.text}"))
-
-    def on_timer(self) -> None:
-        now = time.monotonic()
-        if self.pending_since is not None:
-            if self.pose is not None:
-                self.pending_since = None
-                self.plan(None, replans=0)
-            elif now - self.pending_since > ODOM_WAIT_S:
-                self.finish(f"failed: no {self.p['odom_topic']} within {ODOM_WAIT_S:.0f} s, cannot plan")
-            return
-        job = self.job
-        if job is None:
-            return
-        if job.future.done():
-            self.job = None
-            self.planned(job)
-        elif now - job.reported >= STATUS_PERIOD_S:
-            job.reported = now
-            self.task_status_pub.publish(String(data=f"planning: {job.task.text} ({now - job.since:.0f} s)"))
-
-    def planned(self, job: PlanJob) -> None:
-        """A plan (or the planner's error) for the current task arrived from the worker."""
-        from llm_planner.plan import PlanError
-
+            deadline = time.monotonic() + ODOM_WAIT_S
+            while self.pose is None:
+                if self.cancelled.is_set():
+                    return
+                if time.monotonic() > deadline:
+                    self.finish(f"failed: no {self.p['odom_topic']} within {ODOM_WAIT_S:.0f} s, cannot plan")
+                    return
+                time.sleep(0.05)
+            self.status(f"planning: {task.text}")
+        self.names_task = names_task
         try:
-            grounded = job.future.result()
-        except Exception as err:  # the planner's own error (PlanError, an LLM backend's) or a bug: reported
-            if not isinstance(err, (PlanError, ValueError, RuntimeError)):
-                self.get_logger().error("the planner failed unexpectedly:\n" + "".join(traceback.format_exception(err)))
-            self.finish(f"failed: planner error: {type(err).__name__}: {err}")
+            episode = self.agent.run(self.view, task)
+        except CancelledError:
+            return  # the task that superseded it has said so
+        except Exception as err:  # a bug: reported, never the end of the node
+            self.get_logger().error("the task failed unexpectedly:\n" + "".join(traceback.format_exception(err)))
+            self.finish(f"failed: {type(err).__name__}: {err}")
             return
-        self.progress = PlanProgress([g.xy for g in grounded], [g.label for g in grounded], replans=job.replans)
+        finally:
+            self.track = None
+        if self.task_text != task.text:
+            return  # superseded: its plan was discarded
+        if episode.success:
+            self.finish("done")
+            return
+        reason = episode.reason
+        if reason.startswith("planner_error: "):
+            err = reason.removeprefix("planner_error: ")
+            self.finish(f"failed: planner error: {err}")
+            return
+        self.finish(f"failed: {reason}")
+
+    def drive(self, x: float, y: float) -> tuple[str, str] | None:
+        """On the agent's thread: send the subgoal (x, y), wait for its status; None when an avoided room was
+        entered meanwhile (the robot is stopped where it stands)."""
+        if self.cancelled.is_set():
+            raise CancelledError()
+        with self._lock:
+            self.pending, self.answer = (x, y), None
+        self.subgoal_pub.publish(self.pose_msg((x, y)))
+        deadline = time.monotonic() + self.p["subgoal_timeout_s"]
+        try:
+            while True:
+                with self._lock:
+                    answer = self.answer
+                if answer is not None:
+                    if answer[0] == "reached":
+                        self.confirm(x, y)
+                    return answer
+                if self.cancelled.is_set():
+                    raise CancelledError()
+                track = self.track
+                if track is not None and track.violation is not None:
+                    self.stop_here()
+                    return None
+                if time.monotonic() > deadline:
+                    timeout = self.p["subgoal_timeout_s"]
+                    return "failed", (f"no status on {self.p['status_topic']} within {timeout:.0f} s "
+                                      f"(is the policy node running on {self.p['subgoal_topic']}?)")  # fmt: skip
+                time.sleep(0.02)
+        finally:
+            with self._lock:
+                self.pending = None
+
+    def confirm(self, x: float, y: float) -> None:
+        """Wait (at most ``REACH_CONFIRM_S``) for this node's own odometry to show the robot at a subgoal the
+        policy node reports reached: the two nodes hear ``/odom`` separately, and the task is judged on this
+        node's trajectory."""
+        deadline = time.monotonic() + REACH_CONFIRM_S
+        while time.monotonic() < deadline and not self.cancelled.is_set():
+            track = self.track
+            if track is None or math.dist(track.position, (x, y)) <= self.p["goal_tolerance"]:
+                return
+            time.sleep(0.02)
+
+    def stop_here(self) -> None:
+        """Stop the robot: a subgoal where it stands (the policy node reaches it at once and holds)."""
+        pose = self.pose
+        self.subgoal_pub.publish(self.pose_msg((pose.x, pose.y)))
+        self.get_logger().warning(f"entered avoided room {self.track.violation if self.track else '?'}: stopping")
+
+    def publish_plan(self, subgoals: list[Any]) -> None:
         path = PathMsg()
         path.header.frame_id = self.p["odom_frame"]
         path.header.stamp = self.get_clock().now().to_msg()
-        path.poses = [self.pose_msg(pt) for pt in self.progress.points]
+        path.poses = [self.pose_msg(s.xy) for s in subgoals]
         self.plan_pub.publish(path)
-        labels = " > ".join(self.progress.labels)
-        self.get_logger().info(f"plan in {time.monotonic() - job.since:.1f} s: {len(grounded)} subgoals: {labels}")
-        self.subgoal_pub.publish(self.pose_msg(self.progress.current))
+        labels = " > ".join(s.label for s in subgoals)
+        self.get_logger().info(f"plan: {len(subgoals)} subgoals: {labels}")
+
+    def on_timer(self) -> None:
+        planning = self.planning
+        if planning is None:
+            return
+        text, since, reported = planning
+        now = time.monotonic()
+        if now - reported >= STATUS_PERIOD_S and text == self.task_text:
+            planning[2] = now
+            self.status(f"planning: {text} ({now - since:.0f} s)")
+
+    def status(self, text: str) -> None:
+        self.task_status_pub.publish(String(data=text))
 
     def finish(self, status: str) -> None:
-        self.progress, self.job, self.task, self.pending_since = None, None, None, None
-        self.task_status_pub.publish(String(data=status))
+        self.task_text = None
+        self.status(status)
         self.get_logger().info(f"task {status}")
 
     def pose_msg(self, pt: Any) -> Any:
@@ -346,6 +552,7 @@ class PlannerNode(Node):
         return msg
 
     def stop(self) -> None:
+        self.cancelled.set()
         self.worker.close()  # a plan still running is abandoned with the process
 
 

@@ -159,6 +159,13 @@ class LLMPlanner:
             "cache_hits": new["cache_hits"],
         }
 
+    def reading_of(self, text: str, world_name: str) -> GoalsAnswer | None:
+        """The model's reading (``targets`` in order, ``avoid``) of ``text`` on the map ``world_name``, as the
+        plan being executed used it; None when it has not read that instruction (or reads routes: llm_route).
+        A robot that has no gold reading judges the task by this one (hrl.ros.planner_node)."""
+        current = self._interpretation
+        return current[2] if current is not None and current[:2] == (world_name, text) else None
+
     def calls_since(self, count: int) -> list[dict[str, Any]]:
         """The calls made after the first ``count`` (a ``totals["calls"]`` read earlier), as far as ``calls``
         still holds them (a reader that waits for more than ``CALLS_KEPT`` new calls misses the oldest)."""

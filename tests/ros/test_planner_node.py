@@ -32,7 +32,7 @@ class PlannerView:
         node.create_subscription(PoseStamped, "/subgoal", self.subgoals.append, 10)
         node.create_subscription(String, "/task_status", lambda m: self.status.append(m.data), 10)
         odom_pub = node.create_publisher(Odometry, "/odom", profile("sensor_data"))  # best effort
-        odom = Odometry()
+        self.odom = odom = Odometry()
         odom.header.frame_id = "odom"
         odom.pose.pose.position.x, odom.pose.pose.position.y = KITCHEN.x, KITCHEN.y
         odom.pose.pose.orientation.w = 1.0
@@ -141,3 +141,58 @@ def test_a_planner_error_fails_the_task_and_the_node_serves_on(processes, rclpy_
         view.wait(lambda: view.plans, 30)
     assert math.dist(xy(view.plans[0].poses[-1]), SOFA) < 1e-6
     assert view.proc.poll() is None, view.log()
+
+
+class StandInPolicy:
+    """This test as the policy node: answers every /subgoal on /subgoal_status with 'reached', moving the
+    odometry there first when ``drive`` (a robot that gets there) or leaving it where it is (one that reports
+    reached without moving: the planner must not believe it)."""
+
+    def __init__(self, view, drive):
+        self.view, self.drive, self.seen = view, drive, []
+        status = view.node.create_publisher(String, "/subgoal_status", 10)
+
+        def on_subgoal(msg):
+            x, y = xy(msg)
+            self.seen.append((x, y))
+            if self.drive:
+                view.odom.pose.pose.position.x, view.odom.pose.pose.position.y = x, y
+            status.publish(String(data=f"reached {x:.3f} {y:.3f}"))
+
+        view.node.create_subscription(PoseStamped, "/subgoal", on_subgoal, 10)
+        assert spin_until(view.node, lambda: view.node.count_publishers("/subgoal_status") > 0, 10)
+
+
+def test_the_task_is_judged_on_the_odometry_not_on_the_plan_ending(processes, rclpy_node):
+    """The node runs the simulator's loop: a task is done when the robot's odometry has visited its goals, not
+    when every subgoal was reported reached (the old node said 'done' then); a plan that ends short is replanned."""
+    view = PlannerView(processes, rclpy_node, "planner:=graph", "max_replans:=1")
+    policy = StandInPolicy(view, drive=False)  # says 'reached' but never moves
+    view.task.publish(String(data="sofa"))
+    view.wait(lambda: any(s.startswith(("failed", "done")) for s in view.status), 60)
+    assert view.status[-1] == "failed: plan_ended_short_of_goal at landmark sofa (replans exhausted)", view.status
+    assert len(view.plans) == 2 and "replanning: attempt 1 failed at landmark sofa" in view.log()
+    # the same task on a robot that gets there: done
+    policy.drive = True
+    view.task.publish(String(data="sofa"))
+    view.wait(lambda: view.status[-1] == "done", 60)
+    assert math.dist(policy.seen[-1], SOFA) < 0.3
+
+
+def test_an_instruction_is_judged_by_its_reading_and_an_avoided_room_stops_the_robot(processes, rclpy_node, tmp_path):
+    """An instruction's goals and avoided rooms are what the model read; entering an avoided room stops the robot
+    (a subgoal where it stands) and fails the task, with no replan (the old node never looked)."""
+    answer = '{"targets": ["sofa"], "avoid": ["bathroom"]}'
+    with ScriptedServer([("answer", answer)]) as server:
+        params = llm_params(tmp_path, server.url, timeout_s=10.0)
+        view = PlannerView(processes, rclpy_node, "planner:=llm_goals", f"planner_params_file:={params}")
+        view.task.publish(String(data="Go to the sofa but stay out of the bathroom."))
+        view.wait(lambda: view.plans and view.subgoals, 30)
+        n = len(view.subgoals)
+        bath = WORLD.room("bathroom").shape.representative_point()
+        view.odom.pose.pose.position.x, view.odom.pose.pose.position.y = bath.x, bath.y  # it wanders in
+        view.wait(lambda: any(s.startswith(("failed", "done")) for s in view.status), 20)
+    assert view.status[-1] == "failed: entered avoided room bathroom", view.status
+    stop = view.subgoals[-1]
+    assert len(view.subgoals) == n + 1 and math.dist(xy(stop), (bath.x, bath.y)) < 1e-6  # held where it stands
+    assert len(server.requests) == 1 and len(view.plans) == 1  # nothing mends it: no replan
