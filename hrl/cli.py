@@ -17,7 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+#: The Hydra configs, inside the package so that an installed (not editable) hrl-stack has them; the repository's
+#: top-level ``configs`` is a link to this folder.
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
 @contextmanager

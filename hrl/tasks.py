@@ -20,7 +20,7 @@ import numpy as np
 from llm_planner.base import Task
 from robots._fields import ConfigFileError, Fields, as_vector, load_yaml_mapping
 
-TASKS_DIR = Path(__file__).resolve().parents[1] / "configs" / "task"
+TASKS_DIR = Path(__file__).resolve().parent / "configs" / "task"  # inside the package (hrl.cli.CONFIG_DIR)
 
 
 @dataclass
