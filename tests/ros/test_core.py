@@ -321,3 +321,36 @@ def test_the_controllers_numpy_inference_gives_sb3_predicts_commands():
         v, w = ctrl.command(pose, velocity, ranges, goal)
         expected = policy({k: a.copy() for k, a in ctrl.observation(pose, velocity, ranges, goal).items()})
         assert (v / 0.5, w / 1.5) == pytest.approx(tuple(expected), abs=1e-5)  # float32 rounding
+
+
+def test_the_nodes_observation_is_the_simulators_on_the_same_state():
+    """The policy node assembles the observation itself (no simulator on a robot): on the same pose, velocity,
+    ranges and goal it must equal the simulator task's (sim.nav_task.NavTask.observe), entry by entry, with the
+    layout the task names (``observation_labels``), velocities clipped alike."""
+    from hrl import DEFAULT_POLICY
+    from hrl.policy import GoalPolicy
+    from hrl.ros.core import PolicyController
+    from sim.world import Pose2D
+
+    policy = GoalPolicy.load(DEFAULT_POLICY)
+    env = policy.make_env()  # the simulator the policy was trained in
+    task = env.unwrapped.task
+    limits = task.robot.limits
+    ctrl = PolicyController(policy, limits.max_linear_velocity, limits.max_angular_velocity)
+    labels = task.observation_labels()
+    assert labels[:6] == ["x", "y", "cos_yaw", "sin_yaw", "v_norm", "w_norm"]
+    assert len(labels) == 6 + len(ctrl.angles) == task.observation_space()["observation"].shape[0]
+    assert ctrl.max_range == task.robot.lidar.max_range
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        x, y, yaw = *rng.uniform(-20, 20, 2), rng.uniform(-math.pi, math.pi)
+        # beyond the limits too: both clip the normalised velocity at the same bound
+        velocity = (rng.uniform(-2, 2) * limits.max_linear_velocity, rng.uniform(-2, 2) * limits.max_angular_velocity)
+        ranges = rng.uniform(0, task.robot.lidar.max_range, len(ctrl.angles))
+        goal = rng.uniform(-20, 20, 2)
+        sim_obs = task.observe(Pose2D(x, y, yaw), velocity, ranges, goal)
+        node_obs = ctrl.observation((x, y, yaw), velocity, ranges, tuple(goal))
+        for key in ("observation", "achieved_goal", "desired_goal"):
+            assert node_obs[key].dtype == sim_obs[key].dtype == np.float32
+            np.testing.assert_allclose(node_obs[key], sim_obs[key], rtol=0, atol=1e-6, err_msg=key)
+    env.close()
