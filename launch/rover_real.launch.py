@@ -29,6 +29,12 @@ def generate_launch_description():
         DeclareLaunchArgument(
             "max_angular", default_value="0.0", description="turn-rate limit (rad/s); 0: the robot spec's"
         ),
+        DeclareLaunchArgument(
+            "thread_priority",
+            default_value="0",
+            description="SCHED_FIFO priority of the policy node's threads (0: normal scheduling; 50, as ros2_control's "
+            "controller manager, keeps the control loop on time beside other load; needs rtprio)",
+        ),
     ]
     return LaunchDescription(
         [
@@ -43,6 +49,7 @@ def generate_launch_description():
                         "policy": LaunchConfiguration("policy"),
                         "max_linear": LaunchConfiguration("max_linear"),
                         "max_angular": LaunchConfiguration("max_angular"),
+                        "thread_priority": LaunchConfiguration("thread_priority"),
                     },
                 ],
                 output="screen",

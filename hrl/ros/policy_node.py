@@ -46,6 +46,7 @@ from hrl.ros.core import (
 from hrl.ros.core import yaw_from_quaternion as _yaw
 from hrl.ros.params import Param, ParameterError, declare, non_empty, non_negative, positive, topic
 from hrl.ros.qos import advertise, qos_param, subscribe
+from hrl.ros.runner import thread_priority
 
 
 def _control_mode(value: Any) -> str | None:
@@ -105,6 +106,14 @@ PARAMS = [
         _control_mode,
     ),
     Param(
+        "thread_priority",
+        0,
+        "0: normal scheduling; 1..98: every thread of the node under SCHED_FIFO at this priority (as ros2_control's "
+        "thread_priority; needs CAP_SYS_NICE or an rtprio limit, else a warning): other processes no longer preempt "
+        "the control loop",
+        thread_priority,
+    ),
+    Param(
         "latency_log",
         "",
         "file to write each cycle's /odom-arrival-to-/cmd_vel latency, policy and publish times to at exit "
@@ -133,6 +142,7 @@ class PolicyNode(Node):
         max_linear = p["max_linear"] or limits.max_linear_velocity
         max_angular = p["max_angular"] or limits.max_angular_velocity
         self.controller = PolicyController(policy, max_linear, max_angular)
+        self.thread_priority = p["thread_priority"]  # hrl.ros.runner.run_node sets its threads' scheduling
         self.safety = SafetyFilter(
             SafetyConfig(
                 max_linear,

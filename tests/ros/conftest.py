@@ -61,3 +61,11 @@ def rclpy_node(ros_domain):
     yield node
     node.destroy_node()
     rclpy.shutdown()
+
+
+def sched_fifo_allowed() -> bool:
+    """Whether this process may put threads under SCHED_FIFO (root, or an rtprio limit)."""
+    import os
+    import resource
+
+    return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] >= 1

@@ -18,7 +18,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, String
 from trajectory_msgs.msg import JointTrajectory
 
-from tests.ros.conftest import ROOT, spin_until
+from tests.ros.conftest import ROOT, sched_fifo_allowed, spin_until
 from tests.ros.independent_arm import DQ_MAX, Q_MAX, Q_MIN
 
 START = ["0.1", "0.3", "-0.1", "-2.0", "0.0", "2.3", "0.8"]  # TCP near (0.0, 0.0, 0.21) in the world
@@ -100,12 +100,6 @@ def within_limits(arm):
     for q in arm.states:
         if all(math.isfinite(x) for x in q):
             assert all(lo - 1e-9 <= x <= hi + 1e-9 for lo, x, hi in zip(Q_MIN, q, Q_MAX, strict=True)), q
-
-
-def sched_fifo_allowed() -> bool:
-    import resource
-
-    return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] >= 1
 
 
 def test_reach_on_an_independent_arm_within_limits_and_workspace(processes, rclpy_node):

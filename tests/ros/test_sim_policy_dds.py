@@ -1,6 +1,7 @@
 """The simulated rover and the policy node, each in its own process, over real DDS."""
 
 import math
+import os
 import signal
 
 from geometry_msgs.msg import PoseStamped, Twist
@@ -8,13 +9,22 @@ from nav_msgs.msg import Odometry, Path
 from std_msgs.msg import String
 
 from hrl.ros.planner_node import is_final
-from tests.ros.conftest import spin_until
+from tests.ros.conftest import sched_fifo_allowed, spin_until
 
 
 def test_policy_node_drives_the_simulated_rover_to_a_subgoal(processes, rclpy_node):
     robot = processes.start("hrl.ros.sim_robot_node", "map:=open", "start:=2.0,2.0,0.0")
-    policy = processes.start("hrl.ros.policy_node", "control_hz:=20.0")
+    # the lowest real-time priority (nothing else starves): every thread of the node under SCHED_FIFO
+    policy = processes.start("hrl.ros.policy_node", "control_hz:=20.0", "thread_priority:=1")
     node = rclpy_node
+    said = lambda: "threads under SCHED_FIFO" in processes.log(policy) or "SCHED_FIFO refused" in processes.log(policy)  # noqa: E731
+    assert spin_until(node, said, 60), processes.log(policy)
+    threads = [int(t) for t in os.listdir(f"/proc/{policy.pid}/task")]
+    if sched_fifo_allowed():
+        assert len(threads) > 2 and {os.sched_getscheduler(t) for t in threads} == {os.SCHED_FIFO}
+        assert {os.sched_getparam(t).sched_priority for t in threads} == {1}
+    else:  # refused by the system: said, and the node runs as before
+        assert os.SCHED_FIFO not in {os.sched_getscheduler(t) for t in threads}
     status, odom, cmds = [], [], []
     node.create_subscription(String, "/subgoal_status", lambda m: status.append(m.data), 10)
     node.create_subscription(Odometry, "/odom", lambda m: odom.append(m), 10)
