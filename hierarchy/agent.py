@@ -184,6 +184,14 @@ class _Run:
         where = self.agent.domain.where(self.env) if hasattr(self.agent.domain, "where") else ()
         self.events.append(Event(self.steps, kind, detail, subgoal, outcome, tuple(where)))
 
+    def count_call(self, planner: Any, t0: float) -> dict[str, Any]:
+        """Record a finished planner call (its latency, its tokens); returns what it cost (``last_usage``: LLM
+        planners report tokens, model calls, cache hits)."""
+        self.latencies.append(time.perf_counter() - t0)
+        usage = dict(getattr(planner, "last_usage", None) or {})
+        self.tokens += int(usage.get("tokens", 0))
+        return usage
+
     def plan(self, task: Any, feedback: Feedback | None) -> list[GroundedSubgoal] | None:
         domain, planner = self.agent.domain, self.agent.planner
         scene = domain.observe(self.env)
@@ -196,14 +204,11 @@ class _Run:
             self.event(EventKind.PLAN, self.stop_reason)
             return None
         except Exception as err:  # a planner fault ends the episode cleanly, with its cause recorded
-            self.latencies.append(time.perf_counter() - t0)
-            self.tokens += int(dict(getattr(planner, "last_usage", None) or {}).get("tokens", 0))
+            self.count_call(planner, t0)
             self.stop_reason = f"planner_error: {type(err).__name__}: {err}"
             self.event(EventKind.PLANNER_ERROR, self.stop_reason)
             return None
-        self.latencies.append(time.perf_counter() - t0)
-        usage = dict(getattr(planner, "last_usage", None) or {})
-        self.tokens += int(usage.get("tokens", 0))
+        usage = self.count_call(planner, t0)
         try:
             subgoals = domain.ground(plan, scene)
         except PlanError as err:

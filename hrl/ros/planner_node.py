@@ -167,6 +167,9 @@ class _OdomTrack:
     the avoided room entered, if any (what :class:`~hierarchy.navigation.SubgoalExecutor` keeps in simulation)."""
 
     def __init__(self, pose: Any, avoid: list[tuple[str, Any]]) -> None:
+        from hierarchy.navigation import entered_room
+
+        self._entered = entered_room  # resolved once: add() runs on every /odom message
         self.pose = pose
         self.trajectory: list[tuple[float, float]] = [(pose.x, pose.y)]
         self.avoid = avoid
@@ -178,12 +181,10 @@ class _OdomTrack:
         return (self.pose.x, self.pose.y)
 
     def add(self, pose: Any) -> None:
-        from hierarchy.navigation import entered_room
-
         self.pose = pose
         self.trajectory.append((pose.x, pose.y))
         if self.violation is None and self.avoid:
-            self.violation = entered_room(self.avoid, (pose.x, pose.y))
+            self.violation = self._entered(self.avoid, (pose.x, pose.y))
 
 
 class RemoteDrive:
