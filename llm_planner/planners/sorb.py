@@ -138,6 +138,12 @@ class SoRBPlanner:
                 np.savez_compressed(tmp, nodes=nodes, **edges)
                 tmp.replace(path)
             self.graph_source = "built"
+        self._graphs[key] = (self._graph_from(nodes, edges), nodes, env)
+        return self._graphs[key]
+
+    def _graph_from(self, nodes: np.ndarray, edges: dict[str, np.ndarray]) -> nx.DiGraph:
+        """The search graph of nodes (with their positions) and the edges of finite weight (with every
+        per-edge value as an attribute)."""
         graph = nx.DiGraph()
         for i in range(len(nodes)):
             graph.add_node(i, position=(float(nodes[i, 0]), float(nodes[i, 1])))
@@ -147,8 +153,7 @@ class SoRBPlanner:
         for n in np.nonzero(keep)[0].tolist():
             attrs = {k: float(edges[k][n]) for k in names}
             graph.add_edge(int(edges["i"][n]), int(edges["j"][n]), weight=float(weights[n]), **attrs)
-        self._graphs[key] = (graph, nodes, env)
-        return self._graphs[key]
+        return graph
 
     def _edge_attributes(self, observations: np.ndarray, goals: np.ndarray) -> dict[str, np.ndarray]:
         """Per-edge values beyond the critic's steps (none here; sorb_safe adds the predicted cost)."""

@@ -13,9 +13,18 @@ rolled). Then, on the same graph of visited states:
   the trade-off, in control steps of detour accepted to avoid one predicted step of contact (0 = plain
   SoRB's shortest path among the edges kept).
 
+**Practice** (``practice_routes``, 20 by default): the critic predicts each edge from a node's own state, and
+is blind where the robot leaves a waypoint still moving on the last leg's heading and clips a door frame
+(it predicted under one contact step on edges that pinned the robot against a frame for 20). So once the
+graph is built, the planner drives that many routes between random points of the map in its own copy of
+it, as a plan is executed, each planned on what the earlier ones found, and an edge's cost becomes the
+larger of the critic's prediction and the contact steps it really cost. Cached with the graph.
+
 Edges out of the robot's own state and into the task's goal are weighted but never pruned: the robot has
-to leave where it is and reach the goal whatever they cost. Nothing here reads the map: the critic sees
-the node's observation, and the graph is SoRB's. Plain ``sorb`` stays as it is, for comparison.
+to leave where it is and reach the goal whatever they cost. Nothing here reads the map's walls, rooms or
+doors: the critic sees the node's observation, the graph is SoRB's, and practice, like SoRB's state
+collection, only drives the policy in the planner's simulator of the map. Plain ``sorb`` stays as it is,
+for comparison.
 """
 
 from __future__ import annotations
@@ -31,8 +40,10 @@ import numpy as np
 from hrl import DEFAULT_POLICY
 from hrl.safety_critic import SafetyCritic
 from llm_planner.base import Feedback, Scene, Task
-from llm_planner.plan import Plan
+from llm_planner.plan import Plan, PlanError
+from llm_planner.planners.common import WAYPOINT_TOLERANCE, step_budget
 from llm_planner.planners.sorb import SoRBPlanner
+from sim.world import Pose2D, World
 
 DEFAULT_CRITIC = "shipped:rover_local_safety"
 
@@ -47,10 +58,14 @@ class SafeSoRBPlanner(SoRBPlanner):
         safety_weight: float = 10.0,
         max_edge_cost: float = 2.0,
         headings: int = 4,
+        practice_routes: int = 20,
         **sorb_params: Any,
     ) -> None:
         """``sorb_params`` are plain SoRB's (n_nodes, collect_steps, max_edge_steps, edge_penalty, ...)."""
         super().__init__(policy=policy, **sorb_params)
+        if isinstance(practice_routes, bool) or not isinstance(practice_routes, int) or practice_routes < 0:
+            raise ValueError(f"practice_routes must be a whole number >= 0 (0: no practice), got {practice_routes!r}")
+        self.practice_routes = practice_routes
         for label, value, low in (("safety_weight", safety_weight, 0.0), ("max_edge_cost", max_edge_cost, 0.0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < low:
                 raise ValueError(f"{label} must be a number >= {low:g} (contact steps), got {value!r}")
@@ -70,7 +85,64 @@ class SafeSoRBPlanner(SoRBPlanner):
         self.thresholds: list[float] = []  # the pruning threshold of each leg of the last plan
 
     def _graph_params(self) -> dict[str, Any]:
-        return {**super()._graph_params(), "critic_sha256": self.critic.digest(), "headings": self.headings}
+        return {
+            **super()._graph_params(),
+            "critic_sha256": self.critic.digest(),
+            "headings": self.headings,
+            "practice_routes": self.practice_routes,
+        }
+
+    def _nodes_and_edges(self, world: World, env: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """SoRB's nodes and edges with the critic's cost; after ``practice_routes`` practice drives, an edge's
+        cost is the larger of the critic's and the contact steps it really cost (``practice``)."""
+        nodes, edges = super()._nodes_and_edges(world, env)
+        if self.practice_routes:
+            edges["critic_cost"] = edges["cost"].copy()
+            edges["practice"] = self._practice(world, env, nodes, edges)
+            edges["cost"] = np.maximum(edges["critic_cost"], edges["practice"])
+        return nodes, edges
+
+    def _practice(self, world: World, env: Any, nodes: np.ndarray, edges: dict[str, np.ndarray]) -> np.ndarray:
+        """Drive ``practice_routes`` routes between random far-apart free points of the map, in the planner's
+        own copy of it, as a plan is executed (waypoints within their tolerance, the navigation domain's
+        drive with its back-off recovery), each route planned on what the earlier ones found; return the
+        wall-contact steps each edge cost when driven (its maximum; 0 where never driven or clean).
+
+        The critic is blind where the robot leaves a waypoint at speed on a new heading and clips a door
+        frame (docs/hierarchy.md): practice measures those edges instead of predicting them. The routes are
+        the planner's own random draws (seeded), never a task's."""
+        from hierarchy.navigation import ExecutorConfig, SubgoalExecutor
+
+        rng = np.random.default_rng([self.seed, 1])  # apart from the state collection's draws
+        contact = np.zeros(len(edges["i"]), np.float32)
+        index = {(i, j): n for n, (i, j) in enumerate(zip(edges["i"].tolist(), edges["j"].tolist(), strict=True))}
+        node_at = {(float(x), float(y)): k for k, (x, y) in enumerate(nodes[:, :2].tolist())}
+        u = env.unwrapped
+        executor = SubgoalExecutor(env, self.policy, ExecutorConfig())
+        budget = step_budget(2.0)  # a plan's waypoint legs (llm_planner.planners.common.waypoint)
+        for _ in range(self.practice_routes):
+            graph = self._graph_from(nodes, {**edges, "cost": np.maximum(edges["cost"], contact)})
+            start = world.sample_free(rng, 0.35)
+            goal = world.sample_free(rng, u.task.goal_clearance)
+            obs = u.observation_at(Pose2D(start[0], start[1], float(rng.uniform(-math.pi, math.pi))))
+            try:
+                path = self._path(graph, nodes, obs["observation"], (float(goal[0]), float(goal[1])))
+            except PlanError:  # no route between these two: draw the next pair
+                continue
+            executor.start(obs)
+            previous = None
+            for p in path:
+                here = node_at[p]
+                before = executor.collisions
+                reason, _ = executor.drive(p, WAYPOINT_TOLERANCE, budget, "practice", executor.steps + budget + 1)
+                n = index.get((previous, here)) if previous is not None else None
+                if n is not None:
+                    contact[n] = max(contact[n], executor.collisions - before)
+                if reason != "reached":
+                    break  # the robot is off its route: the next one starts afresh
+                previous = here
+        self.thresholds = []
+        return contact
 
     def _edge_attributes(self, observations: np.ndarray, goals: np.ndarray) -> dict[str, np.ndarray]:
         if len(observations) == 0:
@@ -105,10 +177,14 @@ class SafeSoRBPlanner(SoRBPlanner):
 
     def _rationale(self, graph: nx.DiGraph) -> str:
         limits = ", ".join(f"{t:.1f}" for t in self.thresholds) or "-"
+        practiced = ""
+        if self.practice_routes:
+            found = sum(1 for *_, c in graph.edges(data="practice", default=0.0) if c > 0)
+            practiced = f", {found} edges found touching walls in {self.practice_routes} practice routes"
         return (
             f"{super()._rationale(graph)}, edges predicted to touch walls for more than {limits} steps pruned "
             f"(max_edge_cost {self.max_edge_cost:g}, raised to a leg's bottleneck), "
-            f"safety_weight {self.safety_weight:g}"
+            f"safety_weight {self.safety_weight:g}{practiced}"
         )
 
     def _reach_limits(self) -> str:

@@ -37,6 +37,30 @@ def test_cost_to_go_counts_the_contact_left_in_each_rollout(data):
         assert len(np.unique(data.goals[data.rollout == r], axis=0)) == 1  # one goal per rollout
 
 
+def test_switching_rollouts_go_on_at_speed_from_a_waypoint_as_a_plan_is_driven(policy, data):
+    """A plan's waypoint is left while the robot still moves with the last leg's heading; rollouts from rest
+    never show the critic that turn (the contact of sorb_safe's apartment routes was at such turns)."""
+    config = RolloutConfig(rollouts_per_map=15, seed=3, switch_fraction=1.0)
+    switching = collect_cost_rollouts(policy, ["two_rooms"], config)
+    rest = data.in_maps(["two_rooms"])
+
+    def first_states(d):
+        starts = np.nonzero(np.r_[True, d.rollout[1:] != d.rollout[:-1]])[0]
+        return starts, d.observations[starts]
+
+    _, at_rest = first_states(rest)
+    assert np.allclose(at_rest[:, 4:6], 0.0)  # plain rollouts start at rest
+    starts, first = first_states(switching)
+    moving = np.abs(first[:, 4]) > 0.1
+    assert moving.sum() >= 5  # second legs, started at speed
+    for k in np.nonzero(moving)[0]:
+        previous_goal = switching.goals[starts[k] - 1]  # the first leg's goal: the waypoint just reached
+        assert np.linalg.norm(first[k, :2] - previous_goal) <= config.switch_tolerance
+        assert not np.allclose(switching.goals[starts[k]], previous_goal)  # on to another goal
+    with pytest.raises(ValueError, match="switch_fraction must be in"):
+        RolloutConfig(switch_fraction=-0.1)
+
+
 def test_generated_maps_are_valid_distinct_and_reproducible():
     a, b = walls_world(1000), walls_world(1001)
     assert a.walls == walls_world(1000).walls and a.walls != b.walls

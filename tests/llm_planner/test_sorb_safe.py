@@ -84,14 +84,15 @@ def test_turning_the_robot_in_place_rolls_the_scan(policy, critic):
     assert critic.cost(a, goal, headings=4)[0] == pytest.approx(np.mean(each), rel=1e-5)
 
 
-def test_graph_edges_carry_the_predicted_cost_in_their_weight(safe_graph):
+def test_graph_edges_carry_the_predicted_and_practised_cost_in_their_weight(safe_graph):
     _, safe, (graph, nodes, _), (plain_graph, plain_nodes, _) = safe_graph
     assert np.array_equal(nodes, plain_nodes)  # the same visited states and candidate edges as plain SoRB
     assert set(graph.edges()) == set(plain_graph.edges())
     edges = list(graph.edges(data=True))
     costs = safe.critic.cost(nodes[[u for u, _, _ in edges]], nodes[[v for _, v, _ in edges], :2], safe.headings)
-    assert np.allclose([d["cost"] for *_, d in edges], costs, atol=1e-4)
+    assert np.allclose([d["critic_cost"] for *_, d in edges], costs, atol=1e-4)
     for _, _, d in edges:
+        assert d["cost"] == pytest.approx(max(d["critic_cost"], d["practice"]))  # practice (default 20 routes)
         assert d["weight"] == pytest.approx(d["steps"] + safe.edge_penalty + safe.safety_weight * d["cost"])
 
 
@@ -175,6 +176,30 @@ def test_graph_cache_is_hit_on_the_second_plan_and_by_a_new_planner(policy, tmp_
     assert heavier.graph_source == "disk"
 
 
+def test_practice_finds_contact_the_critic_missed_and_the_edge_costs_it(policy):
+    """Practice drives routes over the graph as plans are driven; an edge that touched walls there costs what
+    it really cost, though the critic predicted it clean: practice is measured, not predicted."""
+    world = load_world("two_rooms")
+    safe = make_planner("sorb_safe", policy=policy, cache_dir=None, practice_routes=10, **SMALL)
+    graph, _, _ = safe.build_graph(world)
+    edges = list(graph.edges(data=True))
+    for _, _, d in edges:
+        assert d["cost"] == pytest.approx(max(d["critic_cost"], d["practice"]))
+    missed = [d for *_, d in edges if d["practice"] > safe.max_edge_cost >= d["critic_cost"]]
+    assert missed, "ten practice routes in two_rooms found no edge the critic had predicted clean"
+    assert all(d["cost"] == d["practice"] for d in missed)
+    # seeded: the same routes, the same findings
+    again = make_planner("sorb_safe", policy=policy, cache_dir=None, practice_routes=10, **SMALL)
+    again_graph, _, _ = again.build_graph(world)
+    assert [d["practice"] for *_, d in again_graph.edges(data=True)] == [d["practice"] for *_, d in edges]
+    plan = safe.plan(Task("x", ("charging_dock",)), Scene(world, Pose2D(1.0, 1.0, 0.0)))
+    assert "found touching walls in 10 practice routes" in plan.rationale
+    unpractised = make_planner("sorb_safe", policy=policy, cache_dir=None, practice_routes=0, **SMALL)
+    assert unpractised._cache_key(world) != safe._cache_key(world)
+    plain_graph, _, _ = unpractised.build_graph(world)
+    assert all("practice" not in d for *_, d in plain_graph.edges(data=True))
+
+
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [
@@ -187,6 +212,8 @@ def test_graph_cache_is_hit_on_the_second_plan_and_by_a_new_planner(policy, tmp_
         ({"cache_dir": 3}, TypeError, "cache_dir must be a directory path or None"),
         ({"safety_critic": "shipped:nope"}, FileNotFoundError, "no safety critic at .*shipped critics: rover_local"),
         ({"n_nodes": 1}, ValueError, "need n_nodes >= 2"),
+        ({"practice_routes": -1}, ValueError, "practice_routes must be a whole number >= 0"),
+        ({"practice_routes": 2.5}, ValueError, "practice_routes must be a whole number >= 0"),
     ],
 )
 def test_bad_sorb_safe_parameters_are_named_errors(policy, params, error, match):
