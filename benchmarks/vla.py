@@ -169,6 +169,9 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--latency-n", type=int, default=50)
     parser.add_argument("--threads", type=int, default=None, help="torch threads for the VLA (default: torch's)")
+    parser.add_argument(
+        "--decode", choices=["cell", "things"], default=None, help="how the VLA names its heatmaps (default: its own)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bench/vla"))
     args = parser.parse_args()
     from hierarchy.vla.planner import resolve_model
@@ -191,7 +194,7 @@ def main() -> None:
         raise SystemExit(f"{overlap} evaluation layouts are demonstration layouts of {model_path}; pick other seeds")
     domain = TabletopDomain.with_skills()
     cells: dict[str, Any] = {}
-    figures: dict[str, Any] = {"quick": args.quick, "seeds": seeds, "model": str(model_path)}
+    figures: dict[str, Any] = {"quick": args.quick, "seeds": seeds, "model": str(model_path), "decode": args.decode}
     t0 = time.perf_counter()
     runs = [(name, name) for name in args.planners]
     if args.rl_model:  # the same planner with the RL model, on the same tasks and layouts: a paired comparison
@@ -200,6 +203,8 @@ def main() -> None:
     for name, kind in runs:
         model = args.rl_model if name == "vla_rl" else args.model
         params = {"model": model, "threads": args.threads} if kind == "vla" else {}
+        if kind == "vla" and args.decode:
+            params["decode"] = args.decode
         planner = make_planner(kind, **params)
         if name == "vla":
             figures["latency"] = latency(planner, 5 if args.quick else args.latency_n, args.backends[0])

@@ -2,13 +2,15 @@
 
 Step-wise, as SayCan: each call looks at the front camera (RGB + depth), reads the instruction and the TCP, and
 answers the next step, ``place <object> on <target>`` (which the domain grounds into reach, grasp, carry and
-release), or raises :class:`~llm_planner.plan.PlanDone` when it judges the task done. The network points: the
-argmax cell of its pick heatmap, lifted to 3-D with the depth image through the camera's pinhole model, names the
-block nearest that point (within ``pick_radius``); the place heatmap's point names the block or place nearest it
-(``place_radius`` from a block's top or a place's centre). A point with nothing there is a
+release), or raises :class:`~llm_planner.plan.PlanDone` when it judges the task done. The network points with a
+pick and a place heatmap; ``decode`` says how they name things. ``"things"`` (default): each candidate's own point
+(a free block's top for the pick; another block's top or a place's centre for the place), projected through the
+camera's pinhole model, is scored by the heatmap within one cell of it, and the best is named. ``"cell"``: the
+argmax cell, lifted to 3-D with the depth image, names the block nearest that point (within ``pick_radius``) or
+the block or place nearest it (``place_radius``); a point with nothing there is a
 :class:`~llm_planner.plan.PlanError` that says where it pointed and what is nearest. Names and positions of the
-scene's things are used only for that last naming step (the skills take an object's name); what to do, with
-what and where, comes from the image. A robot has the same: its perception publishes the objects' poses.
+scene's things are used only for that naming step (the skills take an object's name); what to do, with what and
+where, comes from the image. A robot has the same: its perception publishes the objects' poses.
 
 The instruction's token embeddings are computed once per instruction; ``last_usage`` holds the time of the last
 plan (camera, network, lifting) in milliseconds.
@@ -43,6 +45,11 @@ def resolve_model(spec: str | Path) -> Path:
     return path
 
 
+#: How a heatmap names a thing: "cell", its best cell lifted to 3-D with depth and the thing nearest it (within a
+#: radius, else a PlanError); "things", the thing whose own point (projected into the image) scores highest.
+DECODES = ("cell", "things")
+
+
 class VLAPlanner:
     name = "vla"
     domains = ("tabletop",)
@@ -57,6 +64,7 @@ class VLAPlanner:
         place_radius: float = 0.06,
         done_threshold: float = 0.5,
         threads: int | None = None,
+        decode: str = "things",
     ) -> None:
         import torch
 
@@ -67,6 +75,9 @@ class VLAPlanner:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         if not (pick_radius > 0 and place_radius > 0):
             raise ValueError(f"pick_radius and place_radius must be > 0 m, got {pick_radius}, {place_radius}")
+        if decode not in DECODES:
+            raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
+        self.decode = decode
         if threads:
             torch.set_num_threads(int(threads))
         self.path = resolve_model(model)
@@ -141,15 +152,28 @@ class VLAPlanner:
         self.last_usage = {"model_ms": round((t1 - t0) * 1000, 2), "done": round(done, 3)}
         if done >= self.done_threshold:
             raise PlanDone(f"vla: done (p = {done:.2f})")
+        obj, on = self.name_step(pick_logits[0].numpy(), place_logits[0].numpy(), image, scene)
+        self.last_usage["lift_ms"] = round((time.perf_counter() - t1) * 1000, 2)
+        if self.decode == "things":
+            why = f"the pick heatmap's best thing {obj}, the place heatmap's {on}"
+        else:
+            why = f"pick at pixel ({pu:.0f}, {pv:.0f}), place at ({qu:.0f}, {qv:.0f})"
+        return TabletopPlan(subgoals=[PlaceSubgoal(object=obj, on=on)], rationale=f"vla: {why}; done p = {done:.2f}")
+
+    def name_step(self, pick_logits: np.ndarray, place_logits: np.ndarray, image: Any, scene: TabletopView):
+        """(object, target) named by the two heatmaps ((S/2, S/2) logits each) as ``decode`` says."""
+        if self.decode == "things":
+            tops = self._tops(scene)
+            free = [o.name for o in scene.objects if o.on != "gripper"] or list(tops)
+            obj = _best_thing(pick_logits, image, {k: tops[k] for k in free}, "pick")
+            targets = {k: v for k, v in tops.items() if k != obj}
+            targets.update({p.name: np.array([*p.center, 0.0]) for p in scene.places})
+            return obj, _best_thing(place_logits, image, targets, "place")
+        (pu, pv), (qu, qv) = (_best_cell(pick_logits), _best_cell(place_logits))
         pick, place = image.lift(pu, pv), image.lift(qu, qv)
         self.last_points = {"pick_uv": (pu, pv), "place_uv": (qu, qv), "pick": pick, "place": place}
         obj = self._pick_name(pick, scene)
-        on = self._place_name(place, scene, obj)
-        self.last_usage["lift_ms"] = round((time.perf_counter() - t1) * 1000, 2)
-        return TabletopPlan(
-            subgoals=[PlaceSubgoal(object=obj, on=on)],
-            rationale=f"vla: pick at pixel ({pu:.0f}, {pv:.0f}), place at ({qu:.0f}, {qv:.0f}); done p = {done:.2f}",
-        )
+        return obj, self._place_name(place, scene, obj)
 
     def forward(self, text: str, rgb: np.ndarray, depth: np.ndarray, proprio: np.ndarray) -> tuple:
         """The network on one image (no gradients): pick and place logits (1, S/2, S/2), done logit (1,)."""
@@ -166,6 +190,10 @@ class VLAPlanner:
                 tokens,
                 mask,
             )
+
+    @staticmethod
+    def _tops(scene: TabletopView) -> dict[str, np.ndarray]:
+        return {o.name: np.array(o.position) + np.array([0.0, 0.0, o.size / 2]) for o in scene.objects}
 
     def _pick_name(self, point: np.ndarray, scene: TabletopView) -> str:
         free = [o for o in scene.objects if o.on != "gripper"] or list(scene.objects)
@@ -187,6 +215,36 @@ class VLAPlanner:
         if best_place[0] <= self.place_radius + 0.04:
             return best_place[1]
         return _nearest(point, {**targets, **spots}, self.place_radius, "place", "block or place")
+
+
+def _best_cell(logits: np.ndarray) -> tuple[float, float]:
+    """The best cell's centre as a full-resolution pixel (u, v), as ``hierarchy.vla.train.decode_cells``."""
+    best = int(np.argmax(logits))
+    w = logits.shape[1]
+    return (best % w) * 2 + 1.0, (best // w) * 2 + 1.0
+
+
+def _best_thing(logits: np.ndarray, image: Any, candidates: dict[str, np.ndarray], what: str) -> str:
+    """``decode="things"``: the candidate whose point (a block's top, a place's centre: where the demonstrations'
+    labels were) sees the highest heatmap logit within one cell of its own, projected through the camera's
+    nominal pinhole model. Out-of-view candidates are skipped."""
+    if not candidates:
+        raise PlanError(f"vla: nothing to {what} in this scene")
+    h, w = logits.shape
+    names = list(candidates)
+    uv = image.project(np.stack([candidates[k] for k in names]))
+    cols = np.floor(uv[:, 0] * w / image.size[0]).astype(int)
+    rows = np.floor(uv[:, 1] * h / image.size[1]).astype(int)
+    best, score = "", -np.inf
+    for name, c, r in zip(names, cols.tolist(), rows.tolist(), strict=True):
+        if not (0 <= c < w and 0 <= r < h):
+            continue
+        value = float(logits[max(r - 1, 0) : r + 2, max(c - 1, 0) : c + 2].max())
+        if value > score:
+            best, score = name, value
+    if not best:
+        raise PlanError(f"vla: no {what} candidate is in the camera's view ({', '.join(names)})")
+    return best
 
 
 def _nearest(point: np.ndarray, candidates: dict[str, np.ndarray], radius: float, what: str, kind: str) -> str:

@@ -145,8 +145,12 @@ def run_episode(
             break
         view = domain.observe(env)
         try:
-            obj = planner._pick_name(image.lift(*cell_pixel(pick, half)), view)
-            on = planner._place_name(image.lift(*cell_pixel(place, half)), view, obj)
+            if sample or planner.decode == "cell":
+                obj = planner._pick_name(image.lift(*cell_pixel(pick, half)), view)
+                on = planner._place_name(image.lift(*cell_pixel(place, half)), view, obj)
+            else:  # the planner's own naming of its heatmaps (val: a planner setting to choose by)
+                pl, ql, _ = planner.forward(task.text, image.rgb, image.depth, proprio)
+                obj, on = planner.name_step(pl[0].numpy(), ql[0].numpy(), image, view)
         except PlanError:
             ended = True
             break

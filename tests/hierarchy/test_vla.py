@@ -219,7 +219,7 @@ def test_planner_says_done_on_a_finished_scene_and_names_what_it_points_at(train
     from hierarchy.vla.planner import VLAPlanner
 
     run, _ = trained
-    planner = VLAPlanner(model=str(run / "model.pt"))
+    planner = VLAPlanner(model=str(run / "model.pt"), decode="cell")
     samples = read_dataset(demos[0])
     done_index = int(np.flatnonzero(samples.actions[:, 4] > 0.5)[0])
     image, view = demo_image(samples, done_index), blocks_view()
@@ -230,6 +230,43 @@ def test_planner_says_done_on_a_finished_scene_and_names_what_it_points_at(train
     far = replace(view, objects=tuple(replace(o, position=(o.position[0], 0.6, o.position[2])) for o in view.objects))
     with pytest.raises(PlanError, match=r"pointed at \(.*\) to pick, \d+ cm from the nearest block"):
         planner.plan_image(samples.instruction[0], image0, samples.proprio[0], far)
+
+
+def test_things_decoding_names_the_thing_whose_own_point_scores_highest(trained, demos):
+    """decode="things" (the default): each candidate is scored by the heatmap at its own projected point, so the
+    answer always names a thing in view; "cell" lifts the best cell and names what is near it, or refuses."""
+    from hierarchy.vla.planner import VLAPlanner, _best_thing
+
+    samples = read_dataset(demos[0])
+    image, view = demo_image(samples, 0), blocks_view()
+    tops = {o.name: np.array(o.position) + np.array([0.0, 0.0, o.size / 2]) for o in view.objects}
+    half = image.size[0] // 2
+    for name in ("red_block", "blue_block"):
+        logits = np.zeros((half, half), np.float32)
+        u, v = image.project(tops[name][None])[0]
+        logits[int(v // 2), int(u // 2)] = 5.0  # one hot cell on this block's top
+        assert _best_thing(logits, image, tops, "pick") == name
+    off = {"nowhere": np.array([0.5, 3.0, 0.0])}  # behind the camera's view
+    assert _best_thing(np.zeros((half, half)), image, {**off, "red_block": tops["red_block"]}, "pick") == "red_block"
+    with pytest.raises(PlanError, match="no pick candidate is in the camera's view"):
+        _best_thing(np.zeros((half, half)), image, off, "pick")
+    run, _ = trained
+    planner = VLAPlanner(model=str(run / "model.pt"))
+    assert planner.decode == "things"
+    env = make_env("blocks", backend="mujoco")
+    try:
+        from hierarchy.vla.data import randomise_view
+
+        env.reset(seed=layout_seed("train", 0, 0, 0))  # the first demonstration's layout
+        randomise_view(env, np.random.default_rng([0, 0, False]), DataConfig())
+        view, image = TabletopDomain().observe(env), env.camera_image("front", 64)
+    finally:
+        env.close()
+    plan = planner.plan_image(TASKS[0].text, image, samples.proprio[0], view)
+    assert (plan.subgoals[0].object, plan.subgoals[0].on) == ("red_block", "blue_block")
+    assert "best thing" in plan.rationale
+    with pytest.raises(ValueError, match="decode must be one of cell, things"):
+        VLAPlanner(model=str(run / "model.pt"), decode="argmax")
 
 
 def test_strong_augmentation_randomises_the_look_not_the_labels(demos):
