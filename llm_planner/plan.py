@@ -120,7 +120,12 @@ class GroundedSubgoal:
         return (self.x, self.y)
 
 
-def ground(plan: Plan, world: World, clearance: float = 0.0) -> list[GroundedSubgoal]:
+#: Free space (m) kept around the point a room resolves to: the same for grounding a plan and for judging a task
+#: (``llm_planner.planners.common.goal_point``), so the robot is sent where it will be judged.
+GOAL_CLEARANCE = 0.3
+
+
+def ground(plan: Plan, world: World, clearance: float = GOAL_CLEARANCE) -> list[GroundedSubgoal]:
     """Resolve every target of ``plan`` to coordinates in ``world``; PlanError on the first bad one."""
     grounded = []
     for i, sub in enumerate(plan.subgoals):
@@ -132,7 +137,7 @@ def ground(plan: Plan, world: World, clearance: float = 0.0) -> list[GroundedSub
     return grounded
 
 
-def resolve_target(target: Any, world: World, clearance: float = 0.0) -> tuple[float, float]:
+def resolve_target(target: Any, world: World, clearance: float = GOAL_CLEARANCE) -> tuple[float, float]:
     if isinstance(target, PointTarget):
         p = (target.x, target.y)
         if not world.in_bounds(p):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from llm_planner.plan import LandmarkTarget, PointTarget, RoomTarget, Subgoal, resolve_target
+from llm_planner.plan import GOAL_CLEARANCE, LandmarkTarget, PointTarget, RoomTarget, Subgoal, resolve_target
 from sim.world import Door, Landmark, World
 
 Point = tuple[float, float]
@@ -23,7 +23,7 @@ def goal_target(goal: str | tuple[float, float], world: World) -> LandmarkTarget
     return PointTarget(x=float(goal[0]), y=float(goal[1]))
 
 
-def goal_point(goal: str | tuple[float, float], world: World, clearance: float = 0.3) -> Point:
+def goal_point(goal: str | tuple[float, float], world: World, clearance: float = GOAL_CLEARANCE) -> Point:
     return resolve_target(goal_target(goal, world), world, clearance)
 
 

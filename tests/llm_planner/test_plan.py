@@ -59,6 +59,26 @@ def test_ground_resolves_names_aliases_and_points(world):
     assert all(s.step_budget > 0 and s.tolerance > 0 for s in g)
 
 
+def test_a_room_is_grounded_where_its_task_is_judged():
+    """A room whose centre is close to a wall: the plan sends the robot to the free point the task's check uses
+    (goal_point), not to the centre against the wall (grounding used 0 m clearance, judging 0.3 m)."""
+    from llm_planner.planners.common import goal_point
+    from sim.world import World
+
+    world = World.from_dict(
+        {
+            "name": "pillar",
+            "bounds": [0.0, 0.0, 6.0, 4.0],
+            "walls": [[[3.1, 1.5], [3.1, 2.5]]],  # a short wall 0.1 m beside the room's centre (3, 2)
+            "rooms": [{"name": "hall", "rect": [0.0, 0.0, 6.0, 4.0]}],
+        }
+    )
+    (point,) = [s.xy for s in ground(Plan(subgoals=[Subgoal(target=RoomTarget(name="hall"))]), world)]
+    assert point == pytest.approx(goal_point("hall", world))
+    assert point != pytest.approx((3.0, 2.0))  # not the centre, 0.1 m from the wall
+    assert world.is_free(point, 0.29)
+
+
 @pytest.mark.parametrize(
     ("target", "message"),
     [
