@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -172,8 +173,17 @@ def main() -> None:
     parser.add_argument(
         "--decode", choices=["cell", "things"], default=None, help="how the VLA names its heatmaps (default: its own)"
     )
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="other VLA planner parameters (YAML values)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bench/vla"))
     args = parser.parse_args()
+    overrides = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set takes KEY=VALUE, got {item!r}")
+        overrides[key] = yaml.safe_load(value)
     from hierarchy.vla.planner import resolve_model
     from hrl.hierarchy_eval import wilson
 
@@ -194,7 +204,13 @@ def main() -> None:
         raise SystemExit(f"{overlap} evaluation layouts are demonstration layouts of {model_path}; pick other seeds")
     domain = TabletopDomain.with_skills()
     cells: dict[str, Any] = {}
-    figures: dict[str, Any] = {"quick": args.quick, "seeds": seeds, "model": str(model_path), "decode": args.decode}
+    figures: dict[str, Any] = {
+        "quick": args.quick,
+        "seeds": seeds,
+        "model": str(model_path),
+        "decode": args.decode,
+        "vla_params": overrides,
+    }
     t0 = time.perf_counter()
     runs = [(name, name) for name in args.planners]
     if args.rl_model:  # the same planner with the RL model, on the same tasks and layouts: a paired comparison
@@ -203,8 +219,8 @@ def main() -> None:
     for name, kind in runs:
         model = args.rl_model if name == "vla_rl" else args.model
         params = {"model": model, "threads": args.threads} if kind == "vla" else {}
-        if kind == "vla" and args.decode:
-            params["decode"] = args.decode
+        if kind == "vla":
+            params.update({"decode": args.decode} if args.decode else {}, **overrides)
         planner = make_planner(kind, **params)
         if name == "vla":
             figures["latency"] = latency(planner, 5 if args.quick else args.latency_n, args.backends[0])

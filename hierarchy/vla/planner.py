@@ -62,7 +62,7 @@ class VLAPlanner:
         max_steps: int = 8,
         pick_radius: float = 0.05,
         place_radius: float = 0.06,
-        done_threshold: float = 0.5,
+        done_threshold: float = 0.7,
         threads: int | None = None,
         decode: str = "things",
     ) -> None:
