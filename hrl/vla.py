@@ -62,6 +62,7 @@ class VLAConfig:
     executor: str = "kinematic"
     early_end_penalty: float = 0.5
     rl_categories: list[str] | None = None
+    rl_augment: str = "none"
     resume: bool = False
 
     def check(self) -> None:
@@ -111,6 +112,7 @@ class VLAConfig:
             seed=self.seed,
             save_every=max(1, min(10, self.rl_steps)),
             resume=self.resume,
+            augment=self.rl_augment,
         )
 
     def bc_config(self):

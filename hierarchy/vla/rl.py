@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,15 @@ class RLConfig:
     seed: int = 0
     save_every: int = 10
     resume: bool = False
+    #: "strong": each sampled step sees its camera image with imitation's ``augment=strong`` change of look (the
+    #: gradient step sees the same image); "none": the renderer's own look, as RL ran before 2026-12-06.
+    augment: str = "none"
 
     def check(self) -> None:
         if not self.init_model:
             raise ValueError("init_model is empty; give the imitation model (model.pt of hrl-vla stage=bc)")
+        if self.augment not in ("none", "strong"):
+            raise ValueError(f"augment must be 'none' or 'strong', got {self.augment!r}")
         if self.executor not in ("kinematic", "skills"):
             raise ValueError(f"executor must be 'kinematic' or 'skills', got {self.executor!r}")
         if self.group < 2:
@@ -138,6 +143,12 @@ def run_episode(
     half = planner.size // 2
     for _ in range(len(task.goals) + 2):
         image, proprio = observe(env, planner.size)
+        if sample and cfg.augment == "strong":
+            from hierarchy.vla.train import strong_look
+
+            look = image.rgb.astype(np.float32)
+            strong_look(look, image.depth, rng)
+            image = replace(image, rgb=np.clip(look, 0, 255).astype(np.uint8))
         done, pick, place = sample_step(planner, task.text, image, proprio, rng if sample else None, cfg.temperature)
         steps.append(Step(image.rgb, image.depth, proprio, done, pick, place))
         if done:

@@ -404,6 +404,37 @@ def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantage
     VLAPlanner(model=result["model"])  # the RL model loads as a planner
     with pytest.raises(ValueError, match="group must be >= 2"):
         RLConfig(init_model="x", group=1).check()
+    with pytest.raises(ValueError, match="augment must be 'none' or 'strong'"):
+        RLConfig(init_model="x", augment="heavy").check()
+
+
+def test_rl_with_augment_samples_on_a_changed_look_and_keeps_that_image_for_the_gradient(trained):
+    """rl_augment=strong: a sampled step sees its image with imitation's change of look, and the step it records
+    (what the gradient is computed on) holds that same image, not the render."""
+    from hierarchy.vla.data import observe
+    from hierarchy.vla.planner import VLAPlanner
+    from hierarchy.vla.rl import RLConfig, run_episode
+
+    run, _ = trained
+    planner = VLAPlanner(model=str(run / "model.pt"))
+    env = make_env("blocks", backend="mujoco")
+    seed = layout_seed("train", 0, 0, 0)
+    try:
+        env.reset(seed=seed)
+        rendered, _ = observe(env, planner.size)
+        runs = {
+            look: run_episode(
+                planner, env, TASKS[0], seed, np.random.default_rng(0), RLConfig(augment=look), TabletopDomain()
+            )[0]
+            for look in ("none", "strong")
+        }
+    finally:
+        env.close()
+    assert np.array_equal(runs["none"][0].rgb, rendered.rgb)
+    changed = runs["strong"][0].rgb
+    assert changed.shape == rendered.rgb.shape and changed.dtype == np.uint8
+    assert np.abs(changed.astype(int) - rendered.rgb.astype(int)).mean() > 5
+    assert np.array_equal(runs["strong"][0].depth, rendered.depth)  # the look only: depth and labels unchanged
 
 
 def test_rl_and_val_layouts_are_none_of_the_demonstrations_and_not_each_others():
