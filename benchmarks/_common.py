@@ -77,3 +77,17 @@ def command() -> str:
 def emit(figures: dict[str, Any]) -> None:
     """The last line of every benchmark's output: one JSON object."""
     print(json.dumps(figures, sort_keys=True))
+
+
+def parse_sets(parser: Any, items: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE ...`` as a dict of planner parameters (values read as YAML); a bad item is the
+    parser's error, naming it."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set takes KEY=VALUE, got {item!r}")
+        out[key] = yaml.safe_load(value)
+    return out

@@ -17,11 +17,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import emit, record
+from benchmarks._common import emit, parse_sets, record
 from hrl import DEFAULT_POLICY
 from hrl.hierarchy_eval import markdown_table, run_suite
 from hrl.policy import GoalPolicy
@@ -42,12 +40,7 @@ def main() -> None:
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/sorb_safety"))
     args = parser.parse_args()
-    overrides = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--set takes KEY=VALUE, got {item!r}")
-        overrides[key] = yaml.safe_load(value)
+    overrides = parse_sets(parser, args.set)
     import torch
 
     torch.set_num_threads(1)  # shared 2-core machine: one thread per process

@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import emit, record
+from benchmarks._common import emit, parse_sets, record
 from benchmarks.tabletop_language import SUITES, first_of_each_category
 from hierarchy.evaluate import layout_seed, run_tabletop_suite, summarise
 from hierarchy.suites import load_tabletop_suite
@@ -178,12 +177,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=Path("runs/bench/vla"))
     args = parser.parse_args()
-    overrides = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--set takes KEY=VALUE, got {item!r}")
-        overrides[key] = yaml.safe_load(value)
+    overrides = parse_sets(parser, args.set)
     from hierarchy.vla.planner import resolve_model
     from hrl.hierarchy_eval import wilson
 
