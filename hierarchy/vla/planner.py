@@ -130,8 +130,6 @@ class VLAPlanner:
         """The next step from one camera image (``CameraImage`` with depth) and the proprioception (4,)."""
         import torch
 
-        from hierarchy.vla.train import decode_cells
-
         rgb, depth = np.asarray(image.rgb), image.depth
         if rgb.shape != (self.size, self.size, 3) or rgb.dtype != np.uint8:
             raise ValueError(
@@ -147,7 +145,6 @@ class VLAPlanner:
         t0 = time.perf_counter()
         pick_logits, place_logits, done_logit = self.forward(text, rgb, depth, proprio)
         done = float(torch.sigmoid(done_logit)[0])
-        (pu, pv), (qu, qv) = decode_cells(pick_logits)[0], decode_cells(place_logits)[0]
         t1 = time.perf_counter()
         self.last_usage = {"model_ms": round((t1 - t0) * 1000, 2), "done": round(done, 3)}
         if done >= self.done_threshold:
@@ -157,6 +154,7 @@ class VLAPlanner:
         if self.decode == "things":
             why = f"the pick heatmap's best thing {obj}, the place heatmap's {on}"
         else:
+            (pu, pv), (qu, qv) = self.last_points["pick_uv"], self.last_points["place_uv"]
             why = f"pick at pixel ({pu:.0f}, {pv:.0f}), place at ({qu:.0f}, {qv:.0f})"
         return TabletopPlan(subgoals=[PlaceSubgoal(object=obj, on=on)], rationale=f"vla: {why}; done p = {done:.2f}")
 
@@ -196,14 +194,12 @@ class VLAPlanner:
         return {o.name: np.array(o.position) + np.array([0.0, 0.0, o.size / 2]) for o in scene.objects}
 
     def _pick_name(self, point: np.ndarray, scene: TabletopView) -> str:
-        free = [o for o in scene.objects if o.on != "gripper"] or list(scene.objects)
-        tops = {o.name: np.array(o.position) + np.array([0.0, 0.0, o.size / 2]) for o in free}
-        return _nearest(point, tops, self.pick_radius, "pick", "block")
+        tops = self._tops(scene)
+        free = [o.name for o in scene.objects if o.on != "gripper"] or list(tops)
+        return _nearest(point, {k: tops[k] for k in free}, self.pick_radius, "pick", "block")
 
     def _place_name(self, point: np.ndarray, scene: TabletopView, picked: str) -> str:
-        targets = {
-            o.name: np.array(o.position) + np.array([0.0, 0.0, o.size / 2]) for o in scene.objects if o.name != picked
-        }
+        targets = {k: v for k, v in self._tops(scene).items() if k != picked}
         # a place counts by its centre on the table, with the radius widened by half its usual footprint
         spots = {p.name: np.array([*p.center, 0.0]) for p in scene.places}
         if not np.all(np.isfinite(point)):

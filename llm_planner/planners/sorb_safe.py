@@ -120,8 +120,8 @@ class SafeSoRBPlanner(SoRBPlanner):
         u = env.unwrapped
         executor = SubgoalExecutor(env, self.policy, ExecutorConfig())
         budget = step_budget(2.0)  # a plan's waypoint legs (llm_planner.planners.common.waypoint)
+        graph = self._graph_from(nodes, edges)  # its costs and weights follow what practice finds, edge by edge
         for _ in range(self.practice_routes):
-            graph = self._graph_from(nodes, {**edges, "cost": np.maximum(edges["cost"], contact)})
             start = world.sample_free(rng, 0.35)
             goal = world.sample_free(rng, u.task.goal_clearance)
             obs = u.observation_at(Pose2D(start[0], start[1], float(rng.uniform(-math.pi, math.pi))))
@@ -136,13 +136,22 @@ class SafeSoRBPlanner(SoRBPlanner):
                 before = executor.collisions
                 reason, _ = executor.drive(p, WAYPOINT_TOLERANCE, budget, "practice", executor.steps + budget + 1)
                 n = index.get((previous, here)) if previous is not None else None
-                if n is not None:
-                    contact[n] = max(contact[n], executor.collisions - before)
+                if n is not None and executor.collisions - before > contact[n]:
+                    contact[n] = executor.collisions - before
+                    self._set_cost(graph, edges, n, max(float(edges["cost"][n]), float(contact[n])))
                 if reason != "reached":
                     break  # the robot is off its route: the next one starts afresh
                 previous = here
         self.thresholds = []
         return contact
+
+    def _set_cost(self, graph: nx.DiGraph, edges: dict[str, np.ndarray], n: int, cost: float) -> None:
+        """Give edge ``n`` of ``edges`` a new cost in ``graph`` (and the weight that follows from it)."""
+        data = graph.get_edge_data(int(edges["i"][n]), int(edges["j"][n]))
+        if data is not None:
+            data["cost"] = cost
+            one = {k: v[n : n + 1] for k, v in edges.items()}
+            data["weight"] = float(self._edge_weights({**one, "cost": np.float32([cost])})[0])
 
     def _edge_attributes(self, observations: np.ndarray, goals: np.ndarray) -> dict[str, np.ndarray]:
         if len(observations) == 0:
