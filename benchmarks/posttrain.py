@@ -42,7 +42,7 @@ from llm_planner.planners.graph import room_name
 from llm_planner.planners.llm import LLMPlanner
 from llm_planner.posttrain.instructions import CATEGORIES, TEST_SUITES, Instruction, generate
 from llm_planner.posttrain.reward import Gold, execution_reward
-from llm_planner.posttrain.train import PLANNER_PARAMS
+from llm_planner.posttrain.train import TRAIN_READINGS, planner_params
 from sim.world import load_world
 
 MODEL_NAMES = {"smollm2": "SmolLM2-135M", "gemma3": "Gemma 3 270M"}
@@ -140,6 +140,12 @@ def main() -> None:
         choices=list(SHIPPED_MODELS),
         help="the shipped base model llama.cpp runs (the adapter's base)",
     )
+    parser.add_argument(
+        "--reading",
+        default="names",
+        choices=list(TRAIN_READINGS),
+        help="the answer the adapter was trained to write (its run's result.json, planner_params)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     parser.add_argument("--quick", action="store_true", help="10 instructions (a smoke run)")
     parser.add_argument("--no-record", action="store_true", help="do not append the run to benchmarks/RESULTS.md")
@@ -157,8 +163,9 @@ def main() -> None:
         if not args.adapter.is_file():
             parser.error(f"--adapter {args.adapter}: no such file (export one: python -m llm_planner.posttrain.export)")
         backend = {"lora_path": str(args.adapter), "n_threads": args.threads, "model": args.model}
-        planner = LLMPlanner(cache=False, backend_params=backend, **PLANNER_PARAMS)
-        settings = ", ".join(f"{k}={v}" for k, v in PLANNER_PARAMS.items())
+        params = planner_params(args.reading)
+        planner = LLMPlanner(cache=False, backend_params=backend, **params)
+        settings = ", ".join(f"{k}={v}" for k, v in params.items())
         name = f"llm_goals {MODEL_NAMES[args.model]} + adapter {args.adapter.name} ({settings})"
     else:
         # the untrained llm_goals planner (planner=llm_goals_untrained): embedded model, greedy, reading=spans

@@ -5,6 +5,13 @@ can only produce names that exist:
 
 * ``llm_goals``: ``{"targets": [...], "avoid": [...]}``: the places the instruction asks for, in order,
   and the rooms it forbids. The ``graph`` planner routes between them.
+* ``llm_goals`` with ``reading=tagged``: ``{"mentions": [{"place": ..., "as": ...}, ...]}``: every place the
+  instruction mentions, in the order it mentions them, tagged with what it is to the task (:data:`TAGS`).
+  A fixed rule (:func:`tagged_goals`) turns the tags into the ``llm_goals`` answer: the targets are the
+  ``first`` / ``then`` / ``last`` mentions, stably sorted in that order; the ``avoid`` mentions are the rooms
+  to avoid; a ``not`` mention (a place a correction takes back) is dropped. So "the study first, the living
+  room last, the fridge in between" is three tags in the sentence's order, not an order the model must work
+  out while it writes.
 * ``llm_route``: ``{"route": [...]}``: the whole route, as door, room and landmark names from the
   robot's room onwards. It is checked against the map (each door must leave the room the route is
   in, each landmark must be in it) and every door becomes approach points on either side.
@@ -15,6 +22,7 @@ from them is ever executed, imported or used as a path.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -27,6 +35,11 @@ from sim.world import Landmark, World
 
 MAX_TARGETS = 4
 MAX_ROUTE = 14
+#: The tags of the tagged reading, and where each puts a target (None: not a target).
+TAGS = ("first", "then", "last", "avoid", "not")
+TAG_RANK = {"first": 0, "then": 1, "last": 2}
+#: Mentions in a tagged answer: the targets, two rooms to avoid and one place taken back.
+MAX_MENTIONS = MAX_TARGETS + 3
 
 
 class GoalsAnswer(BaseModel):
@@ -47,7 +60,63 @@ class RouteAnswer(BaseModel):
         return tuple(self.route)
 
 
+class Mention(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    place: str
+    as_: str = Field(alias="as")
+
+
+class TaggedAnswer(BaseModel):
+    """``reading=tagged``: the places in the order the instruction mentions them, each with its tag."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    mentions: list[Mention] = Field(min_length=1, max_length=MAX_MENTIONS)
+
+
 ANSWERS: dict[str, type[BaseModel]] = {"llm_goals": GoalsAnswer, "llm_route": RouteAnswer}
+
+
+def tagged_schema(world: World) -> dict[str, Any]:
+    """The JSON schema of a tagged answer, the map's rooms and landmarks and :data:`TAGS` as enums."""
+    places = [lm.name for lm in world.landmarks] + [r.name for r in world.rooms]
+    mention = {
+        "type": "object",
+        "properties": {"place": {"type": "string", "enum": places}, "as": {"type": "string", "enum": list(TAGS)}},
+        "required": ["place", "as"],
+        "additionalProperties": False,
+    }
+    items = {"type": "array", "items": mention, "minItems": 1, "maxItems": MAX_MENTIONS}
+    props = {"mentions": items}
+    return {"type": "object", "properties": props, "required": ["mentions"], "additionalProperties": False}
+
+
+def tagged_goals(mentions: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """The ``llm_goals`` answer of tagged mentions ``(place, tag)`` in the instruction's order: targets are the
+    ``first`` / ``then`` / ``last`` mentions stably sorted by tag, ``avoid`` the ``avoid`` ones; ``not`` dropped.
+    PlanError on an unknown tag."""
+    for place, tag in mentions:
+        if tag not in TAGS:
+            raise PlanError(f"mention {place!r} is tagged {tag!r}; tags: {', '.join(TAGS)}")
+    ranked = sorted(((TAG_RANK[t], i, p) for i, (p, t) in enumerate(mentions) if t in TAG_RANK))
+    return {"targets": [p for _, _, p in ranked], "avoid": [p for p, t in mentions if t == "avoid"]}
+
+
+def parse_tagged(text: str, world: World) -> GoalsAnswer:
+    """Parse a tagged answer (PlanError on anything wrong) into the canonical ``llm_goals`` answer."""
+    try:
+        answer = TaggedAnswer.model_validate_json(text)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()[:3])
+        raise PlanError(f"the answer is not valid JSON of the required shape ({problems})") from None
+    goals = tagged_goals([(m.place, m.as_) for m in answer.mentions])
+    if not goals["targets"]:
+        raise PlanError("the answer tags no place first, then or last: it names nowhere to go")
+    if len(goals["targets"]) > MAX_TARGETS or len(goals["avoid"]) > 2:
+        raise PlanError(
+            f"the answer has {len(goals['targets'])} targets and {len(goals['avoid'])} rooms to avoid; "
+            f"at most {MAX_TARGETS} and 2"
+        )
+    return parse_answer("llm_goals", json.dumps(goals), world)
 
 
 def answer_schema(mode: str, world: World) -> dict[str, Any]:

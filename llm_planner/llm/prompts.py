@@ -162,11 +162,13 @@ class ExampleBank:
 class PromptBuilder:
     """Renders the chat messages of one planning call."""
 
-    def __init__(self, mode: str, template_dir: str | Path | None = None) -> None:
+    def __init__(self, mode: str, template_dir: str | Path | None = None, tagged: bool = False) -> None:
+        """``tagged``: ask for the tagged answer (llm_goals, ``reading=tagged``: llm_planner/llm/answers.py)."""
         directory = Path(template_dir) if template_dir else PROMPTS_DIR
         if not directory.is_dir():
             raise ValueError(f"template_dir {str(directory)!r} is not a directory of .j2 prompt templates")
         self.mode = mode
+        self.tagged = tagged
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader([str(directory), str(PROMPTS_DIR)]),
             undefined=jinja2.StrictUndefined,
@@ -182,7 +184,7 @@ class PromptBuilder:
             raise ValueError(f"prompt template {name!r}: {type(err).__name__}: {err}") from None
 
     def system(self, world: World) -> str:
-        return self.render(self._system, world=world)
+        return self.render(self._system, world=world, tagged=self.tagged)
 
     def messages(
         self,

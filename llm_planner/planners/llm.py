@@ -37,11 +37,13 @@ from llm_planner.llm.answers import (
     next_schema,
     parse_answer,
     parse_spans,
+    parse_tagged,
     phrase_end,
     place_schema,
     route_plan,
     span_schema,
     strip_article,
+    tagged_schema,
 )
 from llm_planner.llm.backend import LLMBackend, LLMError, Message, make_backend
 from llm_planner.llm.prompts import DEFAULT_EXAMPLES, ExampleBank, PromptBuilder, load_examples, robot_whereabouts
@@ -54,8 +56,10 @@ from sim.world import World
 MODES = ("llm_goals", "llm_route")
 #: How llm_goals reads an instruction: "names" (the model picks scene names) or "spans" (the model copies
 #: the instruction's phrases for the targets; names/aliases ground them; the model is asked which place a
-#: phrase means only when it names none outright).
-READINGS = ("names", "spans")
+#: phrase means only when it names none outright), or "tagged" (the model lists every place the instruction
+#: mentions, in the sentence's order, each tagged then / first / last / avoid / not; a fixed rule orders the
+#: targets: llm_planner/llm/answers.py).
+READINGS = ("names", "spans", "tagged")
 #: Model calls kept in ``LLMPlanner.calls`` (the most recent); older ones leave it, their usage stays in ``totals``.
 CALLS_KEPT = 1000
 #: Answers kept in memory (least recently used dropped first), so a long-running node's cache stays bounded;
@@ -103,17 +107,17 @@ class LLMPlanner:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if robot_place and (mode != "llm_goals" or reading != "names"):
+        if robot_place and (mode != "llm_goals" or reading == "spans"):
             raise ValueError(
-                f"robot_place=true says where the robot is in llm_goals' names reading; got mode={mode!r}, "
-                f"reading={reading!r}: set reading=names (llm_route always says the robot's room)"
+                f"robot_place=true says where the robot is in llm_goals' names or tagged reading; got mode={mode!r}, "
+                f"reading={reading!r}: set reading=names or tagged (llm_route always says the robot's room)"
             )
         self.mode = mode
         self.name = mode
         self.reading = reading if mode == "llm_goals" else "names"
         self.follow_up = follow_up
         self.backend = backend if not isinstance(backend, str) else make_backend(backend, **(backend_params or {}))
-        self.prompts = PromptBuilder(mode, template_dir)
+        self.prompts = PromptBuilder(mode, template_dir, tagged=self.reading == "tagged")
         self.example_path = Path(examples) if examples else DEFAULT_EXAMPLES
         self._examples = load_examples(self.example_path)
         self._banks: dict[str, ExampleBank] = {}
@@ -123,13 +127,13 @@ class LLMPlanner:
         self.self_consistency = self_consistency
         self.temperature = temperature
         self.max_attempts = max_attempts
-        self.max_tokens = max_tokens or (48 if mode == "llm_goals" else 128)
+        self.max_tokens = max_tokens or (48 if self.reading == "names" and mode == "llm_goals" else 128)
         self.reprompt_on_failure = (mode == "llm_route") if reprompt_on_failure is None else reprompt_on_failure
         self.cache = cache
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.seed = seed
         self.router = GraphPlanner(**(router or {}))
-        #: llm_goals, reading=names: say where the robot is before the instruction ("The robot is at the
+        #: llm_goals, reading=names or tagged: say where the robot is before the instruction ("The robot is at the
         #: charging_dock, in the hallway."), as the post-trained model was trained (``hrl-posttrain``).
         self.robot_place = robot_place
         #: The last CALLS_KEPT model calls (prompt and completion tokens, answer, latency, cache hit, error).
@@ -139,8 +143,10 @@ class LLMPlanner:
         self.totals: dict[str, float] = dict.fromkeys(_TOTALS, 0)
         self.last_usage: dict[str, Any] = {}
         self.last_answer: GoalsAnswer | RouteAnswer | None = None
+        self.last_text = ""  # the model's text of last_answer (in the reading's own form)
         self._memory: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._interpretation: tuple[str, str, GoalsAnswer] | None = None  # (map, text, answer) being executed
+        self._said = ""  # the model's own text of that answer (what a re-prompt shows it)
 
     # -- the planner protocol -------------------------------------------------------------------------
     def plan(self, task: Task, scene: Scene, feedback: Feedback | None = None) -> Plan:
@@ -206,6 +212,7 @@ class LLMPlanner:
         navigation failure re-routes, it does not re-read), unless ``reprompt_on_failure``."""
         current = self._interpretation
         same_task = current is not None and current[:2] == (world.name, task.text)
+        said = self._said
         if feedback is not None and same_task and not self.reprompt_on_failure:
             return current[2]  # type: ignore[index]
         if self.reading == "spans":
@@ -213,11 +220,12 @@ class LLMPlanner:
         else:
             messages = self._messages(task.text, world, robot_room, robot_xy)
             if feedback is not None and same_task:
-                messages.append({"role": "assistant", "content": current[2].model_dump_json()})  # type: ignore[index]
+                messages.append({"role": "assistant", "content": said or current[2].model_dump_json()})  # type: ignore[index]
                 messages.append({"role": "user", "content": self._feedback_text(task, feedback, robot_room)})
-            answer = self.ask(messages, world)
+            answer = self._ask_goals(messages, world)
         assert isinstance(answer, GoalsAnswer)
         self._interpretation = (world.name, task.text, answer)
+        self._said = self.last_text if self.reading != "spans" else ""
         return answer
 
     # -- asking the model ---------------------------------------------------------------------------
@@ -234,9 +242,18 @@ class LLMPlanner:
             if self.mode == "llm_route":
                 point = world.room(robot_room).center
                 check = lambda a: route_plan(a, world, point)  # noqa: E731
+            if self.reading == "tagged":
+                return self._ask_goals(self._messages(text, world, robot_room, robot_xy), world)
             return self.ask(self._messages(text, world, robot_room, robot_xy), world, check)
         finally:
             self._count_usage(start)
+
+    def _ask_goals(self, messages: list[Message], world: World) -> GoalsAnswer | RouteAnswer:
+        """llm_goals' answer in this planner's reading (names, or tagged mentions turned into names)."""
+        if self.reading != "tagged":
+            return self.ask(messages, world)
+        schema = tagged_schema(world) if self.constrained else None
+        return self.ask(messages, world, parse=lambda raw: parse_tagged(raw, world), schema=schema)
 
     def _bank(self, world: World) -> ExampleBank:
         if world.name not in self._banks:
@@ -320,6 +337,7 @@ class LLMPlanner:
         for attempt in range(1, self.max_attempts + 1):
             votes: Counter[Any] = Counter()
             first: dict[Any, Any] = {}
+            texts: dict[Any, str] = {}
             last_text = ""
             for k in range(self.self_consistency):
                 greedy = k == 0
@@ -337,9 +355,11 @@ class LLMPlanner:
                 self.calls[-1]["valid"] = True
                 votes[answer.key()] += 1
                 first.setdefault(answer.key(), answer)
+                texts.setdefault(answer.key(), text)
             if votes:
                 best = max(votes, key=lambda key: (votes[key], -list(first).index(key)))
                 self.last_answer = first[best]
+                self.last_text = texts[best]
                 return first[best]
             messages += [
                 {"role": "assistant", "content": last_text[:2000]},

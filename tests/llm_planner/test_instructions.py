@@ -8,6 +8,7 @@ import re
 import pytest
 
 from hrl.tasks import load_suite, suite_from_dict
+from llm_planner.llm.answers import parse_tagged
 from llm_planner.planners.common import goal_point
 from llm_planner.planners.graph import GraphPlanner, room_name
 from llm_planner.posttrain import instructions
@@ -214,6 +215,21 @@ def test_category_golds_mean_what_the_sentences_say(generated, worlds):
             route = router.route(house, (s.x, s.y), goal_point(i.goals[0], house))
             changed += i.avoid[0] in {room_name(house, p) for p in route}
     assert changed > 0
+
+
+def test_every_instruction_has_a_tagged_gold_that_gives_back_its_answer(generated, worlds):
+    """reading=tagged: the mentions in the sentence's order, tagged; tagged_answer raises when the tags do not
+    give back the gold targets and avoid, so generating them for every instruction checks every template."""
+    tags = set()
+    for items in generated.values():
+        for i in items:
+            mentions = i.tagged_answer()["mentions"]
+            tags.add(tuple(m["as"] for m in mentions))
+            assert parse_tagged(json.dumps({"mentions": mentions}), worlds[i.map]).targets == list(i.goals), i
+            if i.category == "correction":
+                assert [m["place"] for m in mentions if m["as"] == "not"] == [i.wrong], i
+    # the out-of-order templates tag the first and the last target; in-order ones say "then" throughout
+    assert ("last", "first", "then") in tags and ("then", "then", "then") in tags and ("not", "then") in tags
 
 
 def test_a_typo_changes_a_word_and_never_names_another_place():

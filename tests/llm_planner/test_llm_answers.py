@@ -1,20 +1,25 @@
 """Answer schemas, parsing, grounding and route checks of the LLM planners (no model needed)."""
 
 import json
+import re
 
 import pytest
 
 from llm_planner.llm.answers import (
+    TAGS,
     GoalsAnswer,
     RouteAnswer,
     answer_schema,
     match_phrase,
     parse_answer,
     parse_spans,
+    parse_tagged,
     phrases,
     route_plan,
     route_rooms_and_targets,
     span_schema,
+    tagged_goals,
+    tagged_schema,
 )
 from llm_planner.llm.prompts import oracle_route
 from llm_planner.plan import PlanError, ground
@@ -65,6 +70,48 @@ def test_parse_makes_names_canonical_and_collapses_repeats(apartment):
 def test_bad_answers_are_rejected_with_a_reason(apartment, text, match):
     with pytest.raises(PlanError, match=match):
         parse_answer("llm_goals", text, apartment)
+
+
+def mentions(*pairs):
+    return json.dumps({"mentions": [{"place": p, "as": t} for p, t in pairs]})
+
+
+def test_tagged_mentions_are_ordered_by_their_tags_then_by_the_sentence(apartment):
+    # "The study first, the living room last, the fridge in between."
+    a = parse_tagged(mentions(("office", "first"), ("living_room", "last"), ("fridge", "then")), apartment)
+    assert (a.targets, a.avoid) == (["office", "fridge", "living_room"], [])
+    # "Save the laundry... the bed for last; begin with the sofa, then the desk."
+    a = parse_tagged(mentions(("bed", "last"), ("sofa", "first"), ("desk", "then")), apartment)
+    assert a.targets == ["sofa", "desk", "bed"]
+    # a correction's first place is dropped; an avoided room is avoided; names made canonical
+    a = parse_tagged(mentions(("Refrigerator", "not"), ("couch", "then"), ("Bathroom", "avoid")), apartment)
+    assert (a.targets, a.avoid) == (["sofa"], ["bathroom"])
+    assert tagged_goals([("a", "then"), ("b", "then"), ("c", "first")]) == {"targets": ["c", "a", "b"], "avoid": []}
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("not json", "not valid JSON"),
+        ('{"mentions": []}', "mentions"),
+        (mentions(("fridge", "maybe")), "tagged 'maybe'; tags: first, then, last, avoid, not"),
+        (mentions(("kitchen", "avoid")), "tags no place first, then or last"),
+        (mentions(("fridge", "then"), ("kitchen", "avoid")), "also says to avoid"),
+        (mentions(("fridge", "then"), ("sofa", "avoid")), "not a room"),
+        (mentions(*[(p, "then") for p in ("fridge", "sofa", "bed", "desk", "sink")]), "5 targets"),
+        (mentions(("attic", "then")), "not a landmark or room"),
+    ],
+)
+def test_bad_tagged_answers_are_rejected_with_a_reason(apartment, text, match):
+    with pytest.raises(PlanError, match=re.escape(match) if "'" in match else match):
+        parse_tagged(text, apartment)
+
+
+def test_the_tagged_schema_enumerates_places_and_tags(apartment):
+    item = tagged_schema(apartment)["properties"]["mentions"]["items"]
+    assert list(item["properties"]) == ["place", "as"] and item["required"] == ["place", "as"]
+    assert {"fridge", "kitchen"} <= set(item["properties"]["place"]["enum"])
+    assert item["properties"]["as"]["enum"] == list(TAGS)
 
 
 def test_unknown_name_error_lists_the_known_names(apartment):

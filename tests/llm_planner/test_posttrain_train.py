@@ -20,6 +20,7 @@ from llm_planner.posttrain.train import (
     answer_text,
     greedy_answers,
     load_model,
+    planner_params,
     prompt_messages,
     run,
     score,
@@ -282,8 +283,25 @@ def test_the_trained_planner_is_told_where_the_robot_is():
     assert robot_whereabouts(world, world.room("kitchen").center).startswith("in the kitchen")
     user = prompt_messages(TOY[0])[-1]["content"]
     assert user == "The robot is at the charging_dock, in the hallway.\nInstruction: Please head to the fridge."
-    with pytest.raises(ValueError, match="robot_place=true says where the robot is in llm_goals' names reading"):
+    with pytest.raises(ValueError, match="robot_place=true says where the robot is in llm_goals' names or tagged"):
         LLMPlanner(reading="spans", robot_place=True, backend=object())
+
+
+def test_a_tagged_run_teaches_and_asks_for_the_tagged_answer():
+    multi = Instruction("m", "apartment", "train", "multi", "multi/9", "The study first, the sofa last, the fridge in "
+                        "between.", "dock", "hallway", ("office", "fridge", "sofa"))  # fmt: skip
+    assert json.loads(answer_text(multi)) == {"targets": ["office", "fridge", "sofa"], "avoid": []}
+    tagged = json.loads(answer_text(multi, "tagged"))["mentions"]
+    assert [(m["place"], m["as"]) for m in tagged] == [("office", "first"), ("sofa", "last"), ("fridge", "then")]
+    names_system, tagged_system = prompt_messages(multi)[0]["content"], prompt_messages(multi, "tagged")[0]["content"]
+    assert '{"targets": [...], "avoid": [...]}' in names_system and '"mentions"' not in names_system
+    assert '{"mentions": [{"place": ..., "as": ...}, ...]}' in tagged_system and '"targets"' not in tagged_system
+    assert prompt_messages(multi)[1:] == prompt_messages(multi, "tagged")[1:]  # the same instruction and place
+    assert score([multi], [answer_text(multi, "tagged")])["success"] == 1.0
+    assert planner_params("tagged") == {**PLANNER_PARAMS, "reading": "tagged"}
+    with pytest.raises(ValueError, match="reading='spans' is not a reading to train; readings: names, tagged"):
+        PosttrainConfig(reading="spans").check()
+    assert LLMPlanner(reading="tagged", robot_place=True, backend=object()).max_tokens == 128
 
 
 def test_the_trained_planner_config_demands_an_adapter():

@@ -28,6 +28,10 @@ def answer(targets, avoid=()):
     return json.dumps({"targets": list(targets), "avoid": list(avoid)})
 
 
+def tagged(*pairs):
+    return json.dumps({"mentions": [{"place": p, "as": t} for p, t in pairs]})
+
+
 MULTI = Gold("apartment", "dock", ("stove", "sofa"))
 DETOUR = Gold("house", "kitchen", ("living_room",), ("dining_room",))  # the shortest route crosses the dining room
 
@@ -52,6 +56,17 @@ DETOUR = Gold("house", "kitchen", ("living_room",), ("dining_room",))  # the sho
         (DETOUR, answer(["lounge"], ["dining room"]), Outcome.SUCCESS, 1.0, True),
         (DETOUR, answer(["living_room"]), Outcome.ENTERED_AVOIDED_ROOM, 0.0, False),  # the constraint ignored
         (DETOUR, answer(["living_room"], ["living_room"]), Outcome.CONTRADICTORY, 0.0, False),
+        # reading=tagged: the mentions are ordered by their tags, then judged as the names answer
+        (MULTI, tagged(("sofa", "last"), ("stove", "first")), Outcome.SUCCESS, 1.0, True),
+        (MULTI, tagged(("sofa", "then"), ("stove", "then")), Outcome.MISSED_TARGET, 0.0, False),  # order missed
+        (MULTI, tagged(("bed", "not"), ("stove", "then"), ("couch", "then")), Outcome.SUCCESS, 1.0, True),
+        (DETOUR, tagged(("dining_room", "avoid"), ("living_room", "then")), Outcome.SUCCESS, 1.0, True),
+        (DETOUR, tagged(("dining_room", "not"), ("living_room", "then")), Outcome.ENTERED_AVOIDED_ROOM, 0.0, False),
+        (DETOUR, tagged(("living_room", "avoid"), ("living_room", "then")), Outcome.CONTRADICTORY, 0.0, False),
+        (MULTI, tagged(("stove", "avoid")), Outcome.MALFORMED, FORMAT_PENALTY, False),  # nowhere to go
+        (MULTI, tagged(("stove", "soon")), Outcome.MALFORMED, FORMAT_PENALTY, False),
+        (MULTI, tagged(("stove", "then"), ("stove", "avoid")), Outcome.UNKNOWN_PLACE, FORMAT_PENALTY, False),
+        (MULTI, tagged(("attic", "then")), Outcome.UNKNOWN_PLACE, FORMAT_PENALTY, False),
     ],
 )
 def test_hand_made_answers_get_the_reward_of_their_outcome(worlds, gold, text, outcome, value, exact):
