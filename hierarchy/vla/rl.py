@@ -97,20 +97,20 @@ def sample_step(
     planner: Any, text: str, image: Any, proprio: np.ndarray, rng: np.random.Generator | None, temperature: float
 ):
     """One decision: (done, pick cell, place cell), sampled, or with ``rng=None`` the planner's own (the best
-    cells, done at its threshold)."""
+    cells, done at its threshold); then the pick and place heatmaps it came from."""
     import torch
 
     pl, ql, dl = planner.forward(text, image.rgb, image.depth, proprio)
     if rng is None:
         done = float(torch.sigmoid(dl)[0]) >= planner.done_threshold
-        return done, int(pl[0].flatten().argmax()), int(ql[0].flatten().argmax())
+        return done, int(pl[0].flatten().argmax()), int(ql[0].flatten().argmax()), pl, ql
     done = bool(rng.random() < float(torch.sigmoid(dl)[0]))
 
     def draw(logits: Any) -> int:
         p = torch.softmax(logits.flatten() / temperature, 0).double().numpy()
         return int(rng.choice(len(p), p=p / p.sum()))
 
-    return done, draw(pl[0]), draw(ql[0])
+    return done, draw(pl[0]), draw(ql[0]), pl, ql
 
 
 #: The layouts of RL's tasks and of the val stage's episodes: the demonstrations' draw (``data.layout_seed``), from
@@ -149,7 +149,9 @@ def run_episode(
             look = image.rgb.astype(np.float32)
             strong_look(look, image.depth, rng)
             image = replace(image, rgb=np.clip(look, 0, 255).astype(np.uint8))
-        done, pick, place = sample_step(planner, task.text, image, proprio, rng if sample else None, cfg.temperature)
+        done, pick, place, pl, ql = sample_step(
+            planner, task.text, image, proprio, rng if sample else None, cfg.temperature
+        )
         steps.append(Step(image.rgb, image.depth, proprio, done, pick, place))
         if done:
             said_done = ended = True
@@ -159,8 +161,7 @@ def run_episode(
             if sample or planner.decode == "cell":
                 obj = planner._pick_name(image.lift(*cell_pixel(pick, half)), view)
                 on = planner._place_name(image.lift(*cell_pixel(place, half)), view, obj)
-            else:  # the planner's own naming of its heatmaps (val: a planner setting to choose by)
-                pl, ql, _ = planner.forward(task.text, image.rgb, image.depth, proprio)
+            else:  # the planner's own naming of the same heatmaps (val: a planner setting to choose by)
                 obj, on = planner.name_step(pl[0].numpy(), ql[0].numpy(), image, view)
         except PlanError:
             ended = True

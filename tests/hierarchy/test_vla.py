@@ -408,6 +408,32 @@ def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantage
         RLConfig(init_model="x", augment="heavy").check()
 
 
+def test_val_episodes_run_the_network_once_per_decision_and_name_as_the_planner_does(trained):
+    """stage=val (sample=False, decode=things): the planner's own decisions, its naming of the same heatmaps the
+    decision came from (one forward pass a step, not two)."""
+    from hierarchy.vla.planner import VLAPlanner
+    from hierarchy.vla.rl import RLConfig, run_episode
+
+    run, _ = trained
+    planner = VLAPlanner(model=str(run / "model.pt"))
+    forward, calls, named = planner.forward, [], []
+    name_step = planner.name_step
+    planner.forward = lambda *a: calls.append(a[0]) or forward(*a)
+    planner.name_step = lambda pl, ql, image, view: named.append((pl, ql)) or name_step(pl, ql, image, view)
+    env = make_env("blocks", backend="mujoco")
+    try:
+        steps, _, _ = run_episode(
+            planner, env, TASKS[0], layout_seed("val", 0, 0, 0), np.random.default_rng(0), RLConfig(),
+            TabletopDomain(), sample=False,
+        )  # fmt: skip
+    finally:
+        env.close()
+    assert len(calls) == len(steps) >= 1 and set(calls) == {TASKS[0].text}
+    assert len(named) == sum(not s.done for s in steps)
+    for (pl, ql), s in zip(named, steps, strict=False):  # named from the heatmaps whose argmax the step recorded
+        assert (int(pl.argmax()), int(ql.argmax())) == (s.pick, s.place)
+
+
 def test_rl_with_augment_samples_on_a_changed_look_and_keeps_that_image_for_the_gradient(trained):
     """rl_augment=strong: a sampled step sees its image with imitation's change of look, and the step it records
     (what the gradient is computed on) holds that same image, not the render."""
