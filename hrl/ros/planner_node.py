@@ -18,7 +18,9 @@ and meanwhile the node keeps hearing ``/odom`` and new tasks and keeps reporting
 (std_msgs/String) says ``planning: <task>`` when a plan starts and every second while it runs
 (``planning: <task> (12 s)``), ``cancelled: <task>: superseded by <new task>`` when a new task replaces one
 (a plan still being computed for the old one is discarded when it arrives), and ends each task with
-``done`` or ``failed: why`` (:func:`is_final`).
+``done`` or ``failed: why`` (:func:`is_final`). A message on ``/task_cancel`` (std_msgs/Empty) ends the running
+task without a new one: the robot is stopped where it stands (a subgoal at its pose, which the policy node
+holds) and the status says ``cancelled: <task>: by /task_cancel``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from nav_msgs.msg import Odometry
 from nav_msgs.msg import Path as PathMsg
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from std_msgs.msg import String
+from std_msgs.msg import Empty, String
 
 from hrl import DEFAULT_POLICY
 from hrl.ros import qos
@@ -101,13 +103,14 @@ PARAMS = [
     ),
     Param("task_topic", "/task", "std_msgs/String in: instruction or place names", topic),
     Param("goal_pose_topic", "/goal_pose", "geometry_msgs/PoseStamped in (odom or map frame)", topic),
+    Param("cancel_topic", "/task_cancel", "std_msgs/Empty in: end the running task, stop the robot where it is", topic),
     Param("odom_topic", "/odom", "nav_msgs/Odometry in", topic),
     Param("status_topic", "/subgoal_status", "std_msgs/String in, from the policy node", topic),
     Param("plan_topic", "/plan", "nav_msgs/Path out", topic),
     Param("subgoal_topic", "/subgoal", "geometry_msgs/PoseStamped out", topic),
     Param("task_status_topic", "/task_status", "std_msgs/String out: planning | cancelled | done | failed", topic),
     qos.qos_param("odom_qos", "sensor_data", "/odom in"),
-    qos.qos_param("task_qos", "reliable", "/task and /goal_pose in"),
+    qos.qos_param("task_qos", "reliable", "/task, /goal_pose and /task_cancel in"),
     qos.qos_param("status_qos", "reliable", "/subgoal_status in"),
     qos.qos_param("plan_qos", "latched", "/plan out"),
     qos.qos_param("subgoal_qos", "reliable", "/subgoal out"),
@@ -351,6 +354,7 @@ class PlannerNode(Node):
         qos.subscribe(self, Odometry, p["odom_topic"], self.on_odom, p["odom_qos"], "odom_qos")
         qos.subscribe(self, String, p["task_topic"], self.on_task, p["task_qos"], "task_qos")
         qos.subscribe(self, PoseStamped, p["goal_pose_topic"], self.on_goal_pose, p["task_qos"], "task_qos")
+        qos.subscribe(self, Empty, p["cancel_topic"], self.on_cancel, p["task_qos"], "task_qos")
         qos.subscribe(self, String, p["status_topic"], self.on_status, p["status_qos"], "status_qos")
         self.create_timer(0.1, self.on_timer)
         self.get_logger().info(
@@ -400,6 +404,21 @@ class PlannerNode(Node):
             )
             return
         self.start(Task(text, ((x, y),)), names_task=True)
+
+    def on_cancel(self, msg: Any) -> None:
+        """End the running task (its agent stops at its next wait, a plan in flight is discarded) and stop the
+        robot where it stands."""
+        text = self.task_text
+        if text is None:
+            self.get_logger().info(f"{self.p['cancel_topic']}: no task is running, nothing to cancel")
+            return
+        with self._lock:  # after any subgoal the agent is sending (drive), so the stop is the last one out
+            self.cancelled.set()
+            self.task_text = None
+            if self.pose is not None:
+                self.stop_here(f"task {text!r} cancelled")
+        self.status(f"cancelled: {text}: by {self.p['cancel_topic']}")
+        self.get_logger().info(f"task {text!r} cancelled by {self.p['cancel_topic']}")
 
     def on_status(self, msg: Any) -> None:
         parsed = parse_status(msg.data)
@@ -471,11 +490,11 @@ class PlannerNode(Node):
     def drive(self, x: float, y: float) -> tuple[str, str] | None:
         """On the agent's thread: send the subgoal (x, y), wait for its status; None when an avoided room was
         entered meanwhile (the robot is stopped where it stands)."""
-        if self.cancelled.is_set():
-            raise CancelledError()
-        with self._lock:
+        with self._lock:  # a cancel is either before this subgoal goes out, or after (and stops the robot)
+            if self.cancelled.is_set():
+                raise CancelledError()
             self.pending, self.answer = (x, y), None
-        self.subgoal_pub.publish(self.pose_msg((x, y)))
+            self.subgoal_pub.publish(self.pose_msg((x, y)))
         deadline = time.monotonic() + self.p["subgoal_timeout_s"]
         try:
             while True:
@@ -489,7 +508,7 @@ class PlannerNode(Node):
                     raise CancelledError()
                 track = self.track
                 if track is not None and track.violation is not None:
-                    self.stop_here()
+                    self.stop_here(f"entered avoided room {track.violation}")
                     return None
                 if time.monotonic() > deadline:
                     timeout = self.p["subgoal_timeout_s"]
@@ -511,11 +530,11 @@ class PlannerNode(Node):
                 return
             time.sleep(0.02)
 
-    def stop_here(self) -> None:
+    def stop_here(self, why: str) -> None:
         """Stop the robot: a subgoal where it stands (the policy node reaches it at once and holds)."""
         pose = self.pose
         self.subgoal_pub.publish(self.pose_msg((pose.x, pose.y)))
-        self.get_logger().warning(f"entered avoided room {self.track.violation if self.track else '?'}: stopping")
+        self.get_logger().warning(f"{why}: stopping at ({pose.x:.2f}, {pose.y:.2f})")
 
     def publish_plan(self, subgoals: list[Any]) -> None:
         path = PathMsg()

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry, Path
-from std_msgs.msg import String
+from std_msgs.msg import Empty, String
 
 from hrl.ros.qos import profile
 from sim.world import load_world
@@ -84,6 +84,28 @@ def test_a_goal_pose_becomes_a_plan_and_its_first_subgoal(processes, rclpy_node)
     view.goal.publish(goal_pose(*SOFA, frame="map"))
     view.wait(lambda: len(view.plans) > n_plans and view.status[-1] == "planning: go to (8.00, 7.20)", 30)
     assert math.dist(xy(view.plans[-1].poses[-1]), SOFA) < 1e-6 and view.plans[-1].header.frame_id == "odom"
+
+
+def test_a_cancel_ends_the_task_and_stops_the_robot_where_it_stands(processes, rclpy_node):
+    """/task_cancel (std_msgs/Empty): the running task ends without a new one and the last subgoal sent is the
+    robot's own pose (the policy node holds there); a cancel with nothing running changes nothing."""
+    view = PlannerView(processes, rclpy_node, "planner:=graph")
+    cancel = rclpy_node.create_publisher(Empty, "/task_cancel", 10)
+    assert spin_until(rclpy_node, lambda: rclpy_node.count_subscribers("/task_cancel"), 30), view.log()
+    view.goal.publish(goal_pose(*SOFA))
+    view.wait(lambda: view.subgoals, 30)
+    assert math.dist(xy(view.subgoals[0]), (KITCHEN.x, KITCHEN.y)) > 0.5  # on its way
+    cancel.publish(Empty())
+    view.wait(lambda: view.status[-1:] == ["cancelled: go to (8.00, 7.20): by /task_cancel"], 10)
+    spin_until(rclpy_node, lambda: False, 1.5)  # nothing else comes: no replan, no further subgoal
+    assert math.dist(xy(view.subgoals[-1]), (KITCHEN.x, KITCHEN.y)) < 1e-6, [xy(g) for g in view.subgoals]
+    assert view.status[-1] == "cancelled: go to (8.00, 7.20): by /task_cancel" and len(view.plans) == 1
+    n_status = len(view.status)
+    cancel.publish(Empty())
+    view.wait(lambda: "/task_cancel: no task is running, nothing to cancel" in view.log(), 10)
+    assert len(view.status) == n_status
+    view.goal.publish(goal_pose(*SOFA))  # the node serves the next task
+    view.wait(lambda: len(view.plans) == 2 and view.status[-1] == "planning: go to (8.00, 7.20)", 30)
 
 
 def llm_params(tmp_path, url, timeout_s):
