@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import emit, machine, record
+from benchmarks._common import emit, machine, parse_sets, record
 from hrl.hierarchy_eval import wilson
 from hrl.tasks import load_suite
 from llm_planner.llm.llama_cpp_backend import SHIPPED_MODELS
@@ -146,11 +146,20 @@ def main() -> None:
         choices=list(TRAIN_READINGS),
         help="the answer the adapter was trained to write (its run's result.json, planner_params)",
     )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="other llm_goals planner parameters with --adapter, e.g. self_consistency=5 (YAML values)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     parser.add_argument("--quick", action="store_true", help="10 instructions (a smoke run)")
     parser.add_argument("--no-record", action="store_true", help="do not append the run to benchmarks/RESULTS.md")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/posttrain"))
     args = parser.parse_args()
+    if args.set and not args.adapter:
+        parser.error("--set sets the trained planner's parameters: give --adapter too")
     t0 = time.perf_counter()
     if args.split == "test":
         items = test_instructions()
@@ -163,8 +172,11 @@ def main() -> None:
         if not args.adapter.is_file():
             parser.error(f"--adapter {args.adapter}: no such file (export one: python -m llm_planner.posttrain.export)")
         backend = {"lora_path": str(args.adapter), "n_threads": args.threads, "model": args.model}
-        params = planner_params(args.reading)
-        planner = LLMPlanner(cache=False, backend_params=backend, **params)
+        params = {**planner_params(args.reading), **parse_sets(parser, args.set)}
+        try:
+            planner = LLMPlanner(cache=False, backend_params=backend, **params)
+        except (TypeError, ValueError) as err:
+            parser.error(f"--set {' '.join(args.set)}: {err}")
         settings = ", ".join(f"{k}={v}" for k, v in params.items())
         name = f"llm_goals {MODEL_NAMES[args.model]} + adapter {args.adapter.name} ({settings})"
     else:

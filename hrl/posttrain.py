@@ -57,9 +57,10 @@ def _run(config, run_dir: Path) -> int:
     except ValueError as err:
         fail(str(err))
     val = result.val or {}
+    said = f"val success {float(val['success']):.0%}" if "success" in val else "no validation (eval_n=0)"
     print(
         f"[hrl-posttrain] {config.stage} done: {result.steps} steps in {result.wall_time_s / 60:.1f} min, "
-        f"val success {float(val.get('success', 'nan')):.0%} -> {result.adapter}"
+        f"{said} -> {result.adapter}"
     )
     return 0
 
