@@ -50,6 +50,21 @@ def nominal_env(policy: GoalPolicy, world: World | str) -> Any:
     return gym.make(kwargs.pop("id", policy.env_config.id), **kwargs)
 
 
+def randomized_env(policy: GoalPolicy, world: World | str) -> Any:
+    """:func:`nominal_env` with the domain randomization preset the project trains with
+    (``configs/env/wrappers/randomize.yaml``): a robot drawn anew at every reset (mass, friction, motor gain,
+    lidar noise, command latency). Reset once here, so it can be placed at once."""
+    import yaml
+
+    from hrl.cli import CONFIG_DIR
+    from sim.wrappers import apply_wrappers
+
+    preset = yaml.safe_load((CONFIG_DIR / "env" / "wrappers" / "randomize.yaml").read_text())["wrappers"]
+    env = apply_wrappers(nominal_env(policy, world), preset)
+    env.reset(seed=0)
+    return env
+
+
 def file_digest(path: Path) -> str:
     """sha256 of a file (ties a critic or a cached graph to the exact policy it was made for)."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()

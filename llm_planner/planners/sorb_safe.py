@@ -18,7 +18,11 @@ is blind where the robot leaves a waypoint still moving on the last leg's headin
 (it predicted under one contact step on edges that pinned the robot against a frame for 20). So once the
 graph is built, the planner drives that many routes between random points of the map in its own copy of
 it, as a plan is executed, each planned on what the earlier ones found, and an edge's cost becomes the
-larger of the critic's prediction and the contact steps it really cost. Cached with the graph.
+larger of the critic's prediction and the contact steps it really cost. Cached with the graph. With
+``practice_robots: randomized`` each practice route is driven by a robot drawn from the domain randomization
+ranges the project trains with (``configs/env/wrappers/randomize.yaml``: heavier or lighter, more slippery,
+weaker or stronger motors, noisier lidar, commands up to two periods late) instead of the nominal one, so the
+practised costs also cover a robot that differs from the simulator, as a real one does.
 
 Edges out of the robot's own state and into the task's goal are weighted but never pruned: the robot has
 to leave where it is and reach the goal whatever they cost. Nothing here reads the map's walls, rooms or
@@ -38,7 +42,7 @@ import networkx as nx
 import numpy as np
 
 from hrl import DEFAULT_POLICY
-from hrl.safety_critic import SafetyCritic
+from hrl.safety_critic import SafetyCritic, randomized_env
 from llm_planner.base import Feedback, Scene, Task
 from llm_planner.plan import Plan, PlanError
 from llm_planner.planners.common import WAYPOINT_TOLERANCE, step_budget
@@ -46,6 +50,9 @@ from llm_planner.planners.sorb import SoRBPlanner
 from sim.world import Pose2D, World
 
 DEFAULT_CRITIC = "shipped:rover_local_safety"
+#: Which robot drives the practice routes: the simulator's nominal one, or one drawn per route from the
+#: domain randomization preset.
+PRACTICE_ROBOTS = ("nominal", "randomized")
 
 
 class SafeSoRBPlanner(SoRBPlanner):
@@ -59,6 +66,7 @@ class SafeSoRBPlanner(SoRBPlanner):
         max_edge_cost: float = 2.0,
         headings: int = 4,
         practice_routes: int = 20,
+        practice_robots: str = "nominal",
         **sorb_params: Any,
     ) -> None:
         """``sorb_params`` are plain SoRB's (n_nodes, collect_steps, max_edge_steps, edge_penalty, ...)."""
@@ -66,6 +74,9 @@ class SafeSoRBPlanner(SoRBPlanner):
         if isinstance(practice_routes, bool) or not isinstance(practice_routes, int) or practice_routes < 0:
             raise ValueError(f"practice_routes must be a whole number >= 0 (0: no practice), got {practice_routes!r}")
         self.practice_routes = practice_routes
+        if practice_robots not in PRACTICE_ROBOTS:
+            raise ValueError(f"practice_robots must be one of {', '.join(PRACTICE_ROBOTS)}, got {practice_robots!r}")
+        self.practice_robots = practice_robots
         for label, value, low in (("safety_weight", safety_weight, 0.0), ("max_edge_cost", max_edge_cost, 0.0)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < low:
                 raise ValueError(f"{label} must be a number >= {low:g} (contact steps), got {value!r}")
@@ -90,6 +101,7 @@ class SafeSoRBPlanner(SoRBPlanner):
             "critic_sha256": self.critic.digest(),
             "headings": self.headings,
             "practice_routes": self.practice_routes,
+            **({"practice_robots": self.practice_robots} if self.practice_robots != "nominal" else {}),
         }
 
     def _nodes_and_edges(self, world: World, env: Any) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -111,9 +123,27 @@ class SafeSoRBPlanner(SoRBPlanner):
         The critic is blind where the robot leaves a waypoint at speed on a new heading and clips a door
         frame (docs/hierarchy.md): practice measures those edges instead of predicting them. The routes are
         the planner's own random draws (seeded), never a task's."""
+        rng = np.random.default_rng([self.seed, 1])  # apart from the state collection's draws
+        robots = np.random.default_rng([self.seed, 2])  # randomized robots: their own draws, the same routes
+        if self.practice_robots == "randomized":
+            env = randomized_env(self.policy, world)
+        try:
+            return self._drive_practice(world, env, nodes, edges, rng, robots)
+        finally:
+            if self.practice_robots == "randomized":
+                env.close()
+
+    def _drive_practice(
+        self,
+        world: World,
+        env: Any,
+        nodes: np.ndarray,
+        edges: dict[str, np.ndarray],
+        rng: np.random.Generator,
+        robots: np.random.Generator,
+    ) -> np.ndarray:
         from hierarchy.navigation import ExecutorConfig, SubgoalExecutor
 
-        rng = np.random.default_rng([self.seed, 1])  # apart from the state collection's draws
         contact = np.zeros(len(edges["i"]), np.float32)
         index = {(i, j): n for n, (i, j) in enumerate(zip(edges["i"].tolist(), edges["j"].tolist(), strict=True))}
         node_at = {(float(x), float(y)): k for k, (x, y) in enumerate(nodes[:, :2].tolist())}
@@ -124,11 +154,15 @@ class SafeSoRBPlanner(SoRBPlanner):
         for _ in range(self.practice_routes):
             start = world.sample_free(rng, 0.35)
             goal = world.sample_free(rng, u.task.goal_clearance)
-            obs = u.observation_at(Pose2D(start[0], start[1], float(rng.uniform(-math.pi, math.pi))))
+            pose = Pose2D(start[0], start[1], float(rng.uniform(-math.pi, math.pi)))
+            obs = u.observation_at(pose)
             try:
                 path = self._path(graph, nodes, obs["observation"], (float(goal[0]), float(goal[1])))
             except PlanError:  # no route between these two: draw the next pair
                 continue
+            if self.practice_robots == "randomized":  # a new robot for this route, then the route's start
+                env.reset(seed=int(robots.integers(2**31)))
+                obs = u.observation_at(pose)
             executor.start(obs)
             previous = None
             for p in path:

@@ -200,6 +200,44 @@ def test_practice_finds_contact_the_critic_missed_and_the_edge_costs_it(policy):
     assert all("practice" not in d for *_, d in plain_graph.edges(data=True))
 
 
+def test_randomized_practice_drives_each_route_with_a_new_robot(policy, monkeypatch):
+    """practice_robots=randomized: every practised route starts with a reset of the domain-randomized copy (a
+    robot drawn from the training preset's ranges), the same routes as nominal practice, and its own cache key."""
+    import hrl.safety_critic as safety_critic
+    import llm_planner.planners.sorb_safe as sorb_safe
+
+    robots = []
+
+    def randomized(policy, world):
+        env = safety_critic.randomized_env(policy, world)
+        reset = env.reset
+
+        def recording_reset(**kw):
+            obs, info = reset(**kw)
+            robots.append(info["domain"])
+            return obs, info
+
+        env.reset = recording_reset
+        return env
+
+    monkeypatch.setattr(sorb_safe, "randomized_env", randomized)
+    world = load_world("two_rooms")
+    nominal = make_planner("sorb_safe", policy=policy, cache_dir=None, practice_routes=6, **SMALL)
+    safe = make_planner(
+        "sorb_safe", policy=policy, cache_dir=None, practice_routes=6, practice_robots="randomized", **SMALL
+    )
+    graph, _, _ = safe.build_graph(world)
+    assert 2 <= len(robots) <= 6 and len({r["mass_scale"] for r in robots}) == len(robots)  # a robot per route
+    for r in robots:
+        assert 0.8 <= r["mass_scale"] <= 1.25 and 0.5 <= r["friction"] <= 1.0 and 0 <= r["latency_steps"] <= 2
+    for *_, d in graph.edges(data=True):
+        assert d["cost"] == pytest.approx(max(d["critic_cost"], d["practice"]))
+    assert safe._cache_key(world) != nominal._cache_key(world)
+    assert "practice_robots" not in nominal._graph_params()  # the nominal key is the one cached before the option
+    with pytest.raises(ValueError, match="practice_robots must be one of nominal, randomized, got 'real'"):
+        make_planner("sorb_safe", policy=policy, practice_robots="real")
+
+
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [
