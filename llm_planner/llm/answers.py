@@ -76,6 +76,15 @@ class TaggedAnswer(BaseModel):
 ANSWERS: dict[str, type[BaseModel]] = {"llm_goals": GoalsAnswer, "llm_route": RouteAnswer}
 
 
+def _validated(model: type[BaseModel], text: str) -> Any:
+    """``text`` parsed as ``model``; PlanError naming the first problems when it is not."""
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()[:3])
+        raise PlanError(f"the answer is not valid JSON of the required shape ({problems})") from None
+
+
 def tagged_schema(world: World) -> dict[str, Any]:
     """The JSON schema of a tagged answer, the map's rooms and landmarks and :data:`TAGS` as enums."""
     places = [lm.name for lm in world.landmarks] + [r.name for r in world.rooms]
@@ -103,11 +112,7 @@ def tagged_goals(mentions: list[tuple[str, str]]) -> dict[str, list[str]]:
 
 def parse_tagged(text: str, world: World) -> GoalsAnswer:
     """Parse a tagged answer (PlanError on anything wrong) into the canonical ``llm_goals`` answer."""
-    try:
-        answer = TaggedAnswer.model_validate_json(text)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()[:3])
-        raise PlanError(f"the answer is not valid JSON of the required shape ({problems})") from None
+    answer = _validated(TaggedAnswer, text)
     goals = tagged_goals([(m.place, m.as_) for m in answer.mentions])
     if not goals["targets"]:
         raise PlanError("the answer tags no place first, then or last: it names nowhere to go")
@@ -144,11 +149,7 @@ def parse_answer(mode: str, text: str, world: World) -> Any:
     """Parse and validate an answer (PlanError on anything wrong), with names made canonical."""
     if mode not in ANSWERS:
         raise ValueError(f"unknown LLM planner mode {mode!r}; modes: {', '.join(ANSWERS)}")
-    try:
-        answer = ANSWERS[mode].model_validate_json(text)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()[:3])
-        raise PlanError(f"the answer is not valid JSON of the required shape ({problems})") from None
+    answer = _validated(ANSWERS[mode], text)
     if isinstance(answer, GoalsAnswer):
         targets = [_canonical(world, n, kinds=("landmark", "room")) for n in answer.targets]
         # a place named twice in a row is one visit (small models repeat the last name until maxItems)
@@ -285,11 +286,7 @@ def span_schema(text: str) -> dict[str, Any]:
 
 def parse_spans(text: str, instruction: str) -> GoalsAnswer:
     """The model's phrases (validated to be phrases of the instruction), not yet grounded."""
-    try:
-        answer = GoalsAnswer.model_validate_json(text)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()[:3])
-        raise PlanError(f"the answer is not valid JSON of the required shape ({problems})") from None
+    answer = _validated(GoalsAnswer, text)
     allowed = set(phrases(instruction))
     for p in (*answer.targets, *answer.avoid):
         if p not in allowed:
