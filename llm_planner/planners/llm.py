@@ -127,7 +127,7 @@ class LLMPlanner:
         self.self_consistency = self_consistency
         self.temperature = temperature
         self.max_attempts = max_attempts
-        self.max_tokens = max_tokens or (48 if self.reading == "names" and mode == "llm_goals" else 128)
+        self.max_tokens = max_tokens or (128 if mode == "llm_route" or self.reading == "tagged" else 48)
         self.reprompt_on_failure = (mode == "llm_route") if reprompt_on_failure is None else reprompt_on_failure
         self.cache = cache
         self.cache_dir = Path(cache_dir) if cache_dir else None

@@ -302,6 +302,7 @@ def test_a_tagged_run_teaches_and_asks_for_the_tagged_answer():
     with pytest.raises(ValueError, match="reading='spans' is not a reading to train; readings: names, tagged"):
         PosttrainConfig(reading="spans").check()
     assert LLMPlanner(reading="tagged", robot_place=True, backend=object()).max_tokens == 128
+    assert LLMPlanner(reading="spans", backend=object()).max_tokens == LLMPlanner(backend=object()).max_tokens == 48
 
 
 def test_the_trained_planner_config_demands_an_adapter():
