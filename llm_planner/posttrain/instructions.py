@@ -289,8 +289,13 @@ class Instruction:
         room to avoid ``avoid``, the place a correction takes back ``not``; "and back" adds the start place,
         ``then``, at the end. ValueError when the tags do not give back the gold order (a template the rule
         cannot tag)."""
-        family, index = self.template.split("+")[0].split("/")
-        order = list(dict.fromkeys(re.findall(r"{(\w)}", TEMPLATES[family][int(index)])))
+        order = self._slots()
+        if "w" in order and not self.wrong:
+            raise ValueError(
+                f"instruction {self.id!r} ({self.category}) does not say which place its correction takes back "
+                "(a dataset written before the tagged reading): regenerate it with python -m "
+                "llm_planner.posttrain.instructions"
+            )
         slots = [s for s in order if s in "abc"]
         places = {s: self.goals[i] for i, s in enumerate("abc"[: len(slots)])}
         last = "abc"[len(slots) - 1] if slots else None
@@ -313,6 +318,11 @@ class Instruction:
         if tagged_goals(pairs) != self.answer():
             raise ValueError(f"template {self.template!r}: tags {pairs} do not give the gold answer {self.answer()}")
         return {"mentions": mentions}
+
+    def _slots(self) -> list[str]:
+        """The template's slots in the order the sentence has them."""
+        family, index = self.template.split("+")[0].split("/")
+        return list(dict.fromkeys(re.findall(r"{(\w)}", TEMPLATES[family][int(index)])))
 
     def row(self) -> dict[str, Any]:
         """A JSON-safe row (a dataset line): the fields, plus ``answer`` as the JSON the model should write."""

@@ -4,6 +4,7 @@ import difflib
 import json
 import random
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -228,6 +229,9 @@ def test_every_instruction_has_a_tagged_gold_that_gives_back_its_answer(generate
             assert parse_tagged(json.dumps({"mentions": mentions}), worlds[i.map]).targets == list(i.goals), i
             if i.category == "correction":
                 assert [m["place"] for m in mentions if m["as"] == "not"] == [i.wrong], i
+    old = next(i for i in items if i.category == "correction")
+    with pytest.raises(ValueError, match="does not say which place its correction takes back"):
+        replace(old, wrong="").tagged_answer()  # a row written before the field: regenerate, never a silent gold
     # the out-of-order templates tag the first and the last target; in-order ones say "then" throughout
     assert ("last", "first", "then") in tags and ("then", "then", "then") in tags and ("not", "then") in tags
 
