@@ -112,7 +112,8 @@ def record_arm_run(
     (returns their outcomes). ``sim_params`` (``name:=value``) make ``sim_arm_node`` a different robot.
 
     Uses the current ``ROS_DOMAIN_ID``; raises ``RuntimeError`` (with the relevant node's log) if the graph does not
-    come up or the run does not finish within ``timeout_s``.
+    come up or the run does not finish within ``timeout_s``, and (naming the lag) if ``sim_arm_node`` dropped control
+    periods: a stand-in that fell behind wall-clock time recorded motion its commands do not give.
     """
     import rclpy
     from std_msgs.msg import String
@@ -164,6 +165,9 @@ def record_arm_run(
                     raise RuntimeError(f"skill call {call.id} had no status within {timeout_s} s:\n{nodes.log(policy)}")
                 outcome.append(json.loads(mine()[0])["outcome"])
         _finish(node, nodes, recorder, bag)
+        lag = [line for line in nodes.log(sim).splitlines() if "control periods due at once" in line]
+        if lag:  # the stand-in fell behind wall-clock time: its recorded motion is not what the commands give
+            raise RuntimeError(f"sim_arm_node dropped control periods while recording {bag}: {lag[0]}")
         return outcome
     finally:
         nodes.stop_all()
