@@ -39,12 +39,11 @@ import yaml
 
 import sim  # noqa: F401
 from benchmarks._common import emit, record
+from hrl.cli import wrapper_preset
 from hrl.evaluation import evaluate
 from hrl.hierarchy_eval import wilson
 from hrl.policy import SHIPPED_DIR, GoalPolicy, sidecar_path
 
-ROOT = Path(__file__).resolve().parents[1]
-NOISE_LATENCY = ROOT / "configs" / "env" / "wrappers" / "noise_latency.yaml"
 CONDITIONS = {
     "mujoco": ("mujoco", ""),
     "mujoco+noise+latency": ("mujoco", "noise"),
@@ -70,7 +69,7 @@ SAME_EPISODE_TOLERANCE = 0.005
 
 def noise_latency_wrappers() -> list[Any]:
     """The evaluation preset, read from its Hydra file (one definition for the CLI and this benchmark)."""
-    return yaml.safe_load(NOISE_LATENCY.read_text())["wrappers"]
+    return wrapper_preset("noise_latency")
 
 
 def cell(policy: GoalPolicy, map_name: str, backend: str, effects: str, episodes: int, seed: int) -> dict[str, Any]:

@@ -59,7 +59,8 @@ def main() -> None:
 
     torch.set_num_threads(1)  # shared 2-core machine: one thread per process
     policy = GoalPolicy.load(DEFAULT_POLICY)
-    wrappers = {"none": None, "noise": noise_latency_wrappers(), "perturbed": [PERTURBED, *noise_latency_wrappers()]}
+    noise = noise_latency_wrappers()
+    wrappers = {"none": None, "noise": noise, "perturbed": [PERTURBED, *noise]}
     summaries = []
     t0 = time.perf_counter()
     for planner in args.planners:

@@ -22,6 +22,17 @@ from typing import Any, NoReturn
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 
+def wrapper_preset(name: str) -> list[Any]:
+    """The wrapper specs of ``configs/env/wrappers/<name>.yaml`` (``env/wrappers=<name>``), for code outside Hydra."""
+    import yaml
+
+    path = CONFIG_DIR / "env" / "wrappers" / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(f.stem for f in path.parent.glob("*.yaml"))
+        raise ValueError(f"no wrapper preset {name!r}; presets: {', '.join(known)}")
+    return yaml.safe_load(path.read_text())["wrappers"]
+
+
 @contextmanager
 def command_line(argv: list[str] | None) -> Iterator[list[str]]:
     """``sys.argv`` set to ``[program, *argv]`` inside the block (unchanged when ``argv`` is None), and

@@ -54,13 +54,10 @@ def randomized_env(policy: GoalPolicy, world: World | str) -> Any:
     """:func:`nominal_env` with the domain randomization preset the project trains with
     (``configs/env/wrappers/randomize.yaml``): a robot drawn anew at every reset (mass, friction, motor gain,
     lidar noise, command latency). Reset once here, so it can be placed at once."""
-    import yaml
-
-    from hrl.cli import CONFIG_DIR
+    from hrl.cli import wrapper_preset
     from sim.wrappers import apply_wrappers
 
-    preset = yaml.safe_load((CONFIG_DIR / "env" / "wrappers" / "randomize.yaml").read_text())["wrappers"]
-    env = apply_wrappers(nominal_env(policy, world), preset)
+    env = apply_wrappers(nominal_env(policy, world), wrapper_preset("randomize"))
     env.reset(seed=0)
     return env
 

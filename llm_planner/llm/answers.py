@@ -35,7 +35,7 @@ from sim.world import Landmark, World
 
 MAX_TARGETS = 4
 MAX_ROUTE = 14
-#: The tags of the tagged reading, and where each puts a target (None: not a target).
+#: The tags of the tagged reading, and the order the target tags put their places in (the others are no target).
 TAGS = ("first", "then", "last", "avoid", "not")
 TAG_RANK = {"first": 0, "then": 1, "last": 2}
 #: Mentions in a tagged answer: the targets, two rooms to avoid and one place taken back.

@@ -124,14 +124,13 @@ class SafeSoRBPlanner(SoRBPlanner):
         frame (docs/hierarchy.md): practice measures those edges instead of predicting them. The routes are
         the planner's own random draws (seeded), never a task's."""
         rng = np.random.default_rng([self.seed, 1])  # apart from the state collection's draws
-        robots = np.random.default_rng([self.seed, 2])  # randomized robots: their own draws, the same routes
-        if self.practice_robots == "randomized":
-            env = randomized_env(self.policy, world)
-        try:
-            return self._drive_practice(world, env, nodes, edges, rng, robots)
+        if self.practice_robots == "nominal":
+            return self._drive_practice(world, env, nodes, edges, rng, None)
+        randomized = randomized_env(self.policy, world)
+        try:  # the robots have draws of their own, so the routes are the nominal practice's
+            return self._drive_practice(world, randomized, nodes, edges, rng, np.random.default_rng([self.seed, 2]))
         finally:
-            if self.practice_robots == "randomized":
-                env.close()
+            randomized.close()
 
     def _drive_practice(
         self,
@@ -140,8 +139,9 @@ class SafeSoRBPlanner(SoRBPlanner):
         nodes: np.ndarray,
         edges: dict[str, np.ndarray],
         rng: np.random.Generator,
-        robots: np.random.Generator,
+        robots: np.random.Generator | None,
     ) -> np.ndarray:
+        """The practice routes on ``env``; with ``robots``, a reset (a new robot) before each."""
         from hierarchy.navigation import ExecutorConfig, SubgoalExecutor
 
         contact = np.zeros(len(edges["i"]), np.float32)
@@ -160,7 +160,7 @@ class SafeSoRBPlanner(SoRBPlanner):
                 path = self._path(graph, nodes, obs["observation"], (float(goal[0]), float(goal[1])))
             except PlanError:  # no route between these two: draw the next pair
                 continue
-            if self.practice_robots == "randomized":  # a new robot for this route, then the route's start
+            if robots is not None:  # a new robot for this route, then the route's start
                 env.reset(seed=int(robots.integers(2**31)))
                 obs = u.observation_at(pose)
             executor.start(obs)

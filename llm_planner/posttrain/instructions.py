@@ -298,7 +298,8 @@ class Instruction:
             )
         slots = [s for s in order if s in "abc"]
         places = {s: self.goals[i] for i, s in enumerate("abc"[: len(slots)])}
-        last = "abc"[len(slots) - 1] if slots else None
+        # out of order: the first and the last target say so; every other mention keeps the sentence's order
+        tags = {"a": "first", "abc"[len(slots) - 1]: "last"} if slots != sorted(slots) else {}
         mentions: list[dict[str, str]] = []
         for s in order:
             if s == "x":
@@ -306,12 +307,7 @@ class Instruction:
             elif s == "w":
                 mentions.append({"place": self.wrong, "as": "not"})
             else:
-                tag = "then"
-                if slots != sorted(slots) and s == "a":
-                    tag = "first"
-                elif slots != sorted(slots) and s == last:
-                    tag = "last"
-                mentions.append({"place": places[s], "as": tag})
+                mentions.append({"place": places[s], "as": tags.get(s, "then")})
         if self.category == "return":
             mentions.append({"place": self.goals[-1], "as": "then"})
         pairs = [(m["place"], m["as"]) for m in mentions]

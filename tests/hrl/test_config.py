@@ -68,6 +68,20 @@ def test_experiment_rover_local():
 
 
 @pytest.mark.parametrize("preset", group_options("env/wrappers"))
+def test_a_wrapper_preset_outside_hydra_is_the_one_hydra_composes(preset):
+    from hrl.cli import wrapper_preset
+
+    assert wrapper_preset(preset) == list(compose_train([f"env/wrappers={preset}"]).env.wrappers)
+
+
+def test_an_unknown_wrapper_preset_is_named_with_the_presets():
+    from hrl.cli import wrapper_preset
+
+    with pytest.raises(ValueError, match=r"no wrapper preset 'sticky'; presets: .*noise_latency.*randomize"):
+        wrapper_preset("sticky")
+
+
+@pytest.mark.parametrize("preset", group_options("env/wrappers"))
 @pytest.mark.parametrize("backend", ["mujoco", "pybullet"])
 def test_every_wrapper_preset_makes_a_wrapped_env_on_every_backend(preset, backend):
     import gymnasium as gym
