@@ -4,8 +4,11 @@
 The planner grounds a plan into :class:`~hierarchy.domain.Step` s whose goals are computed when a step starts
 (from the objects where they are then); it evaluates the goal on its view of the robot and sends the step as a
 :class:`SkillCall` with the goal as numbers. The policy node runs the call with the domain's skill of that name
-(the same code as in simulation) and answers with a :class:`SkillStatus`. Malformed messages raise
-:class:`MessageError` naming the field, the value and what is allowed.
+(the same code as in simulation) and answers with a :class:`SkillStatus`. A :class:`SkillCancel` on the same topic
+(``{"cancel": "<call id>"}``; ``"*"``: whatever call is running or waiting) ends a call: it answers ``aborted`` and
+the arm stops where it stands. It travels on the calls' own topic so that it can never overtake the call it
+cancels (DDS keeps one writer's order on a reliable topic; two topics have no order between them).
+Malformed messages raise :class:`MessageError` naming the field, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -149,6 +152,43 @@ class SkillCall:
             self.label,
             gripper=self.gripper,
         )
+
+
+@dataclass(frozen=True)
+class SkillCancel:
+    """End call ``id`` (``"*"``: the call running or waiting, whichever it is): it answers ``aborted`` with
+    ``why`` and the arm stops where it stands. A cancel of a call that has ended already changes nothing."""
+
+    id: str
+    why: str = ""
+
+    ANY = "*"
+
+    def to_json(self) -> str:
+        return json.dumps({"cancel": self.id, "why": self.why})
+
+    def matches(self, call_id: str) -> bool:
+        return self.id in (self.ANY, call_id)
+
+
+def read_subgoal_message(
+    text: str, skills: list[str] | None = None, objects: list[str] | None = None
+) -> SkillCall | SkillCancel:
+    """A message on the calls' topic: a :class:`SkillCancel` (it has a ``cancel`` field) or a :class:`SkillCall`."""
+    data = _load(text, "skill call")
+    if "cancel" not in data:
+        return SkillCall.from_json(text, skills, objects)
+    unknown = sorted(set(data) - {"cancel", "why"})
+    if unknown:
+        raise MessageError(f"skill cancel: unknown field(s) {unknown}; allowed: cancel, why")
+    call_id, why = data["cancel"], data.get("why", "")
+    if not isinstance(call_id, (str, int)) or isinstance(call_id, bool) or str(call_id) == "":
+        raise MessageError(
+            f"skill cancel: field 'cancel' = {call_id!r} must be the id of the call to end (or '*': whichever runs)"
+        )
+    if not isinstance(why, str):
+        raise MessageError(f"skill cancel {call_id}: field 'why' = {why!r} must be a string")
+    return SkillCancel(str(call_id), why)
 
 
 @dataclass(frozen=True)

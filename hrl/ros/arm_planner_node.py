@@ -17,8 +17,13 @@ cameras the planner looks through, and ``env.camera_image`` serves the latest im
 (``RosArmPhysics.render``). A task waits for them as for the joint states; a missing or stale image
 (``image_timeout_s``) or an unsupported encoding fails the task naming the topic.
 
+A message on ``/task_cancel`` (std_msgs/Empty) ends the running task without a new one. A cancelled or superseded
+task's skill call in flight is cancelled on the policy node (:class:`hrl.ros.arm_messages.SkillCancel`, on the calls'
+own topic): the arm stops where it stands instead of finishing a motion nobody wants while the next task is planned.
+
 ``/task_status`` (std_msgs/String) says ``planning: <task>``, ``executing: <subgoal> (<skill call>)`` for every
-skill call, ``cancelled: <task>: superseded by <new task>`` and ends each task with ``done`` or ``failed: why``
+skill call, ``cancelled: <task>: superseded by <new task>`` or ``cancelled: <task>: by /task_cancel``, and ends
+each task with ``done`` or ``failed: why``
 (as the rover's planner node, :func:`hrl.ros.planner_node.is_final`); ``/plan`` (latched) holds the labels of the
 latest plan as JSON. The agent runs on a worker thread: the node keeps hearing the robot and new tasks.
 """
@@ -34,11 +39,11 @@ from typing import Any
 
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from std_msgs.msg import String
+from std_msgs.msg import Empty, String
 
 from hierarchy.domain import Outcome, SkillResult, Step
 from hrl.ros import qos
-from hrl.ros.arm_messages import MessageError, SkillCall, SkillStatus
+from hrl.ros.arm_messages import MessageError, SkillCall, SkillCancel, SkillStatus
 from hrl.ros.params import Param, ParameterError, declare, non_empty, positive, topic, whole_number
 from hrl.ros.planner_node import PlanWorker, _file_or_empty
 from sim.tabletop.physics import CAMERAS
@@ -82,13 +87,24 @@ PARAMS = [
     Param("world_frame", "world", "frame of object poses and goals", non_empty),
     Param("task_topic", "/task", "std_msgs/String in: goals or a JSON episode", topic),
     Param(
+        "cancel_topic",
+        "/task_cancel",
+        "std_msgs/Empty in: end the running task; its skill call is cancelled and the arm stops where it stands",
+        topic,
+    ),
+    Param(
         "task_status_topic",
         "/task_status",
         "std_msgs/String out: planning | executing | cancelled | done | failed",
         topic,
     ),
     Param("plan_topic", "/plan", "std_msgs/String out: the latest plan's subgoal labels (JSON)", topic),
-    Param("subgoal_topic", "/arm_subgoal", "std_msgs/String out: one skill call (JSON) for the arm policy node", topic),
+    Param(
+        "subgoal_topic",
+        "/arm_subgoal",
+        "std_msgs/String out: one skill call (JSON) for the arm policy node, or the cancel of one",
+        topic,
+    ),
     Param("subgoal_status_topic", "/arm_subgoal_status", "std_msgs/String in: the skill call's outcome (JSON)", topic),
     Param("joint_states_topic", "/joint_states", "sensor_msgs/JointState in", topic),
     Param(
@@ -111,7 +127,7 @@ PARAMS = [
     Param(
         "image_timeout_s", 1.0, "a camera image older than this (s since it arrived) is stale: not planned on", positive
     ),
-    qos.qos_param("task_qos", "reliable", "/task in"),
+    qos.qos_param("task_qos", "reliable", "/task and /task_cancel in"),
     qos.qos_param("task_status_qos", "reliable", "/task_status out"),
     qos.qos_param("plan_qos", "latched", "/plan out"),
     qos.qos_param("subgoal_qos", "reliable", "/arm_subgoal out"),
@@ -203,6 +219,7 @@ class ArmPlannerNode(Node):
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[threading.Event, list[SkillStatus]]] = {}
+        self._in_flight: str | None = None  # the id of the skill call the arm runs for us
         self.task_text: str | None = None  # the task being carried out
         self.cancelled = threading.Event()  # set to end the running task (superseded, stopping)
         self.running = threading.Event()  # an agent is running on the worker
@@ -210,6 +227,7 @@ class ArmPlannerNode(Node):
         self.plan_pub = qos.advertise(self, String, p["plan_topic"], p["plan_qos"], "plan_qos")
         self.call_pub = qos.advertise(self, String, p["subgoal_topic"], p["subgoal_qos"], "subgoal_qos")
         qos.subscribe(self, String, p["task_topic"], self.on_task, p["task_qos"], "task_qos")
+        qos.subscribe(self, Empty, p["cancel_topic"], self.on_cancel, p["task_qos"], "task_qos")
         qos.subscribe(self, String, p["subgoal_status_topic"], self.on_status, p["subgoal_status_qos"],
                       "subgoal_status_qos")  # fmt: skip
         self.get_logger().info(
@@ -266,7 +284,11 @@ class ArmPlannerNode(Node):
             if missing:
                 why = f"no arm policy node within arm_wait_s {self.p['arm_wait_s']:.0f} s: {missing}"
                 return SkillStatus(call.id, Outcome.ABORTED, why=f"{why} (start hrl.ros.arm_policy_node)")
-            self.call_pub.publish(String(data=call.to_json()))
+            with self._lock:  # a cancel is either seen here, or sent after the call (same topic: in that order)
+                if self.cancelled.is_set():
+                    raise CancelledError()
+                self.call_pub.publish(String(data=call.to_json()))
+                self._in_flight = call.id
             deadline = time.monotonic() + timeout_s
             while not done[0].wait(0.05):
                 if self.cancelled.is_set():
@@ -277,7 +299,19 @@ class ArmPlannerNode(Node):
         finally:
             with self._lock:
                 self._pending.pop(call.id, None)
+                if self._in_flight == call.id:
+                    self._in_flight = None
         return done[1][0]
+
+    def end_running(self, why: str) -> None:
+        """End the running agent at its next skill call or wait, and cancel the call the arm is running for it."""
+        with self._lock:
+            self.cancelled.set()
+            call_id, self._in_flight = self._in_flight, None
+            if call_id is not None:
+                self.call_pub.publish(String(data=SkillCancel(call_id, why).to_json()))
+        if call_id is not None:
+            self.get_logger().info(f"skill call {call_id} cancelled: {why}")
 
     def wait_for_arm(self, timeout_s: float) -> str:
         """Wait until a policy node takes calls and answers them; what is still missing after ``timeout_s`` ("": up).
@@ -350,7 +384,7 @@ class ArmPlannerNode(Node):
         if self.task_text is not None:
             self.status_pub.publish(String(data=f"cancelled: {self.task_text}: superseded by {text}"))
             self.get_logger().info(f"task {self.task_text!r} cancelled: superseded by {text!r}")
-        self.cancelled.set()  # the running agent (if any) ends at its next skill call or status wait
+        self.end_running(f"task superseded by {text}")  # the running agent (if any) ends at its next call or wait
         try:
             task = self.parse_task(text)
         except ValueError as err:
@@ -359,6 +393,17 @@ class ArmPlannerNode(Node):
             return
         self.task_text = text
         self.worker.submit(lambda: self.execute(task, text))
+
+    def on_cancel(self, msg: Any) -> None:
+        """End the running task without a new one: its skill call is cancelled, the arm stops where it stands."""
+        text = self.task_text
+        if text is None:
+            self.get_logger().info(f"{self.p['cancel_topic']}: no task is running, nothing to cancel")
+            return
+        self.task_text = None
+        self.end_running(f"task {text!r} cancelled by {self.p['cancel_topic']}")
+        self.status_pub.publish(String(data=f"cancelled: {text}: by {self.p['cancel_topic']}"))
+        self.get_logger().info(f"task {text!r} cancelled by {self.p['cancel_topic']}")
 
     def execute(self, task: Any, text: str) -> None:
         """On the worker thread: one task, from waiting for the robot's state to its verdict."""

@@ -17,7 +17,8 @@ arm is held
 (its measured position published once, then nothing new) on a latched ``/estop`` (std_msgs/Bool), on stale or
 non-finite joint states and on non-finite object poses; the skill call then ends ``aborted`` with the reason, as it
 does when a goal is non-finite or outside the workspace (refused before anything moves), when a newer call preempts
-it, and on shutdown, which publishes a final hold. Skills run on a worker thread; the node's executor keeps hearing
+it, when a cancel names it (:class:`~hrl.ros.arm_messages.SkillCancel` on ``/arm_subgoal``: the arm stops where it
+stands) and on shutdown, which publishes a final hold. Skills run on a worker thread; the node's executor keeps hearing
 the robot meanwhile.
 """
 
@@ -40,7 +41,7 @@ from std_msgs.msg import Bool, String
 from hierarchy.domain import Outcome
 from hrl.ros import qos
 from hrl.ros.arm_core import Workspace, workspace_text
-from hrl.ros.arm_messages import MessageError, SkillCall, SkillStatus
+from hrl.ros.arm_messages import MessageError, SkillCall, SkillCancel, SkillStatus, read_subgoal_message
 from hrl.ros.arm_physics import COMMAND_INTERFACES
 from hrl.ros.control_actions import import_actions
 from hrl.ros.params import Param, ParameterError, declare, non_empty, non_negative, positive, topic
@@ -198,7 +199,12 @@ PARAMS = [
         "object_topic_prefix", "/objects", "object poses in: <prefix>/<name>/pose (geometry_msgs/PoseStamped)", topic
     ),
     Param("estop_topic", "/estop", "std_msgs/Bool in: true latches a hold, false releases it", topic),
-    Param("subgoal_topic", "/arm_subgoal", "std_msgs/String in: one skill call (JSON, hrl.ros.arm_messages)", topic),
+    Param(
+        "subgoal_topic",
+        "/arm_subgoal",
+        "std_msgs/String in: one skill call, or a cancel of one (JSON, hrl.ros.arm_messages)",
+        topic,
+    ),
     Param("status_topic", "/arm_subgoal_status", "std_msgs/String out: each call's outcome (JSON SkillStatus)", topic),
     Param("tcp_goal_topic", "/tcp_goal", "geometry_msgs/PoseStamped in (world_frame): the reach skill to it", topic),
     qos.qos_param("joint_states_qos", "sensor_data", "/joint_states in"),
@@ -215,6 +221,10 @@ PARAMS = [
 
 class AbortedError(Exception):
     """A skill call stopped from outside the skill (e-stop, unusable state, a newer call, shutdown)."""
+
+
+class CallCancelledError(AbortedError):
+    """A skill call ended by a :class:`SkillCancel`: nothing follows it, so the arm stops where it stands."""
 
 
 class ArmPolicyNode(Node):
@@ -284,6 +294,8 @@ class ArmPolicyNode(Node):
         self._pending: SkillCall | None = None
         self._generation = 0  # bumped by every new call and by shutdown: the running call sees it and stops
         self._latest_id = ""
+        self._running: SkillCall | None = None  # the call the worker runs
+        self._cancelled: SkillCancel | None = None  # a cancel of the running call, seen at its next step
         self._stopping = False
         self._tcp_goal_ids = itertools.count(1)
         self._worker = threading.Thread(target=self._work, name="arm_skills", daemon=True)
@@ -298,11 +310,15 @@ class ArmPolicyNode(Node):
     # -- inputs (the executor's thread) ----------------------------------------------------------------
     def on_call(self, msg: Any) -> None:
         try:
-            call = SkillCall.from_json(msg.data, skills=list(self.skills), objects=[o.name for o in self.scene.objects])
+            objects = [o.name for o in self.scene.objects]
+            call = read_subgoal_message(msg.data, skills=list(self.skills), objects=objects)
         except MessageError as err:
             self.refuse(_call_id(msg.data), str(err))
             return
-        self.submit(call)
+        if isinstance(call, SkillCancel):
+            self.cancel(call)
+        else:
+            self.submit(call)
 
     def on_tcp_goal(self, msg: Any) -> None:
         call_id = f"tcp_goal-{next(self._tcp_goal_ids)}"
@@ -338,6 +354,24 @@ class ArmPolicyNode(Node):
             self._calls.notify_all()
         self.get_logger().info(f"skill call {call.id}: {call.skill} to {_fmt(call.goal)} ({call.label or 'no label'})")
 
+    def cancel(self, cancel: SkillCancel) -> None:
+        """End the call ``cancel`` names: one still waiting answers ``aborted`` now; the running one at its next
+        step, and the arm stops where it stands. Anything else is logged and left alone."""
+        why = f"cancelled{': ' + cancel.why if cancel.why else ''}"
+        ended = []
+        with self._calls:
+            if self._pending is not None and cancel.matches(self._pending.id):
+                self.publish_status(SkillStatus(self._pending.id, Outcome.ABORTED, why=f"{why} (before it started)"))
+                ended.append(self._pending.id)
+                self._pending = None
+            if self._running is not None and cancel.matches(self._running.id):
+                self._cancelled = cancel
+                ended.append(self._running.id)
+        if ended:
+            self.get_logger().info(f"skill call {' and '.join(ended)} {why}")
+        else:
+            self.get_logger().info(f"cancel of skill call {cancel.id}: no such call is running or waiting")
+
     def refuse(self, call_id: str, why: str) -> None:
         self.get_logger().error(f"skill call {call_id} refused: {why}")
         self.publish_status(SkillStatus(call_id, Outcome.ABORTED, why=f"refused: {why}"))
@@ -354,11 +388,14 @@ class ArmPolicyNode(Node):
                 if self._stopping or self._pending is None:
                     return
                 call, generation, self._pending = self._pending, self._generation, None
+                self._running, self._cancelled = call, None
             try:
                 status = self.execute(call, generation)
             except Exception as err:  # a skill's or the env's error ends the call, never the node
                 self.get_logger().error(f"skill call {call.id} ({call.skill}) failed: {type(err).__name__}: {err}")
                 status = SkillStatus(call.id, Outcome.ABORTED, why=f"{type(err).__name__}: {err}")
+            with self._calls:
+                self._running = self._cancelled = None
             self.publish_status(status)
             said = (
                 f"skill call {status.id}: {status.outcome} after {status.steps} steps, distance {status.distance:.3f} m"
@@ -373,6 +410,8 @@ class ArmPolicyNode(Node):
         """Run one call to its end (on the worker thread)."""
         physics = self.physics
         refused = self.check(call)
+        if refused is None and self._cancelled is not None:  # while it waited for a fresh state: it never moved
+            refused = f"cancelled{': ' + self._cancelled.why if self._cancelled.why else ''} (before it started)"
         if refused is not None:
             return SkillStatus(call.id, Outcome.ABORTED, why=refused)
         steps = 0
@@ -384,6 +423,9 @@ class ArmPolicyNode(Node):
                 raise AbortedError("shutdown (final hold published)")
             if self._generation != generation:
                 raise AbortedError(f"preempted by call {self._latest_id}")
+            cancelled = self._cancelled
+            if cancelled is not None:
+                raise CallCancelledError(f"cancelled{': ' + cancelled.why if cancelled.why else ''}")
             fault = physics.fault()
             if fault is not None:
                 raise AbortedError(f"arm held: {fault[1]} [rule: {fault[0]}]")
@@ -391,6 +433,8 @@ class ArmPolicyNode(Node):
         try:
             result = self.skills[call.skill].run(self.env, call.step(), NO_EPISODE_LIMIT, on_step)
         except AbortedError as why:
+            if isinstance(why, CallCancelledError):
+                physics.stop_here()  # nothing follows a cancelled call: the arm stops where it stands
             return SkillStatus(call.id, Outcome.ABORTED, steps, self.distance(call), str(why))
         physics.stop_here()
         return SkillStatus(call.id, str(result.outcome), result.steps, float(result.distance))

@@ -122,3 +122,48 @@ def test_bad_parameters_stop_the_node_with_the_value(bad, ros_domain):
     )  # fmt: skip
     assert out.returncode == 2, out.stderr
     assert bad.split(":=")[1] in out.stderr
+
+
+@pytest.mark.parametrize("how", ["cancel", "supersede"])
+def test_a_cancelled_or_superseded_task_cancels_its_skill_call(how, processes, rclpy_node):
+    """``/task_cancel`` (or a new task) mid-task: the status says so, and the skill call the arm is running is
+    cancelled on the policy node (it answers ``aborted: cancelled``) before anything else is sent: the arm does not
+    finish a motion nobody wants while the next task is planned. After a cancel no call follows."""
+    from std_msgs.msg import Empty
+
+    planner = start_graph(processes)
+    status = Listener(rclpy_node, "/task_status")
+    calls = Listener(rclpy_node, "/arm_subgoal")
+    results = Listener(rclpy_node, "/arm_subgoal_status")
+    task = rclpy_node.create_publisher(String, "/task", 10)
+    cancel = rclpy_node.create_publisher(Empty, "/task_cancel", 10)
+    assert send_until_heard(rclpy_node, task, "red_block on blue_block", status), processes.log(planner)
+    # the second call (pick_place: lift the block) is under way
+    sent = lambda: [json.loads(c) for c in calls.messages if "cancel" not in json.loads(c)]  # noqa: E731
+    assert spin_until(rclpy_node, lambda: len(sent()) >= 2, 180.0), f"{status.messages}\n{processes.log(planner)}"
+    if how == "cancel":
+        cancel.publish(Empty())
+        final, why = "cancelled: red_block on blue_block: by /task_cancel", "cancelled by /task_cancel"
+    else:
+        task.publish(String(data="blue_block on red_block"))
+        final, why = "cancelled: red_block on blue_block: superseded by blue_block on red_block", "superseded by"
+    assert spin_until(rclpy_node, lambda: final in status.messages, 10.0), status.messages
+    assert spin_until(rclpy_node, lambda: any("cancel" in json.loads(c) for c in calls.messages), 10.0)
+    # the cancel goes out right after the call it ends (the one under way), before any call of a next task
+    msgs = [json.loads(c) for c in calls.messages]
+    k = next(i for i, c in enumerate(msgs) if "cancel" in c)
+    running = msgs[k - 1]["id"]
+    assert msgs[k]["cancel"] == running and k >= 2, msgs
+    answered = lambda: {json.loads(r)["id"]: json.loads(r) for r in results.messages}  # noqa: E731
+    assert spin_until(rclpy_node, lambda: running in answered(), 10.0), results.messages
+    assert answered()[running]["outcome"] == "aborted" and why in answered()[running]["why"], answered()[running]
+    if how == "supersede":
+        return
+    n = len(calls.messages)
+    spin_until(rclpy_node, lambda: False, 3.0)
+    assert len(calls.messages) == n, f"calls after the cancel: {calls.messages[n:]}"
+    assert not any(m.startswith(("done", "failed")) for m in status.messages), status.messages
+    status.messages.clear()
+    task.publish(String(data="{not json"))  # the node still takes tasks
+    assert spin_until(rclpy_node, lambda: bool(status.messages), 10.0)
+    assert "not valid JSON" in status.messages[0]

@@ -64,3 +64,20 @@ def test_status_round_trip_including_a_call_that_never_started():
     assert back.result is Outcome.ABORTED and back.why == "e-stop latched" and math.isnan(back.distance)
     with pytest.raises(MessageError, match="'exploded' is not one of"):
         SkillStatus.from_json(json.dumps({"id": "5", "outcome": "exploded"}))
+
+
+def test_a_cancel_travels_on_the_calls_topic_and_is_told_apart_from_a_call():
+    from hrl.ros.arm_messages import SkillCancel, read_subgoal_message
+
+    cancel = SkillCancel("arm_planner_node-4", "task superseded")
+    back = read_subgoal_message(cancel.to_json(), skills=["reach"], objects=[])
+    assert back == cancel and back.matches("arm_planner_node-4") and not back.matches("arm_planner_node-5")
+    assert SkillCancel("*").matches("anything")
+    call = SkillCall("5", "reach", (0.0, 0.0, 0.1))
+    assert read_subgoal_message(call.to_json(), skills=["reach"]) == call
+    with pytest.raises(MessageError, match="'cancel' = ''"):
+        read_subgoal_message('{"cancel": ""}')
+    with pytest.raises(MessageError, match=r"unknown field\(s\) \['skill'\]"):
+        read_subgoal_message('{"cancel": "3", "skill": "reach"}')
+    with pytest.raises(MessageError, match="'why'"):
+        read_subgoal_message('{"cancel": "3", "why": 7}')

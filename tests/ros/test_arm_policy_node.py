@@ -207,3 +207,28 @@ def test_the_twist_interface_drives_the_simulated_arm(processes, rclpy_node):
     assert status[1]["outcome"] == "aborted" and "e-stop" in status[1]["why"], status
     last = twists[-1].twist.linear
     assert (last.x, last.y, last.z) == (0.0, 0.0, 0.0)
+
+
+def test_a_cancelled_call_stops_the_arm_where_it_stands(processes, rclpy_node):
+    """A cancel on the calls' topic (hrl.ros.arm_messages.SkillCancel) ends the running call ``aborted`` and the
+    arm stops short of its goal: a hold, then nothing new; a cancel of a call that has ended changes nothing."""
+    arm = Arm(processes, rclpy_node)
+    arm.ready()
+    calls = rclpy_node.create_publisher(String, "/arm_subgoal", 10)
+    goal = (0.12, 0.12, 0.05)
+    call = {"id": "far-1", "skill": "reach", "goal": list(goal), "tolerance": TOLERANCE, "budget": 100}
+    arm.on_moving = lambda: calls.publish(String(data=json.dumps({"cancel": "far-1", "why": "by the test"})))
+    calls.publish(String(data=json.dumps(call)))
+    status = arm.next_status()
+    assert status["id"] == "far-1" and status["outcome"] == "aborted", status
+    assert status["why"] == "cancelled: by the test" and status["steps"] >= 1, status
+    # the hold goes out before the status, on another topic: it may reach us after it
+    assert spin_until(rclpy_node, lambda: is_hold(arm.trajectories[-1][1]), 5), "the last trajectory is not a hold"
+    spin_until(rclpy_node, lambda: False, 0.2)
+    assert arm.still(1.0), "the arm moved after its call was cancelled"
+    assert math.dist(arm.tcp, goal) > 2 * TOLERANCE, "the cancel came after the goal was reached"
+    calls.publish(String(data=json.dumps({"cancel": "far-1"})))
+    assert spin_until(rclpy_node, lambda: "cancel of skill call far-1: no such call" in arm.log(), 10), arm.log()
+    arm.send(*goal)  # the arm takes the next call as before
+    assert arm.next_status()["outcome"] == "reached"
+    within_limits(arm)
