@@ -17,8 +17,14 @@ mean reward, exact-match rate, latency median / p95, and the wall time. Rows are
 ``--model gemma3`` runs the second shipped base (Gemma 3 270M; an ``--adapter`` must be one trained on it:
 ``hrl-posttrain base=gemma3``).
 
+``--domain tabletop`` asks the same planner the tabletop generator's val split (templates and words its train split
+never has; scenes blocks, sort and clear, each instruction in a seeded layout) as the arm planner asks it (the
+scene, its worked examples, the grammar), and scores the plan with post-training's tabletop reward: the suites'
+acceptance run on a symbolic table (every gold relation holds at the end, nothing else moved). No simulator and
+no skills: the reading alone (the 66 hand-written tabletop instructions, end to end: benchmarks/tabletop_language.py).
+
     python benchmarks/posttrain.py [--n 100] [--seed 0] [--split val|test_gen|test] [--model smollm2|gemma3]
-                                   [--adapter A.gguf] [--out DIR]
+                                   [--adapter A.gguf] [--domain navigation|tabletop] [--out DIR]
 """
 
 from __future__ import annotations
@@ -39,9 +45,10 @@ from hrl.tasks import load_suite
 from llm_planner.llm.llama_cpp_backend import SHIPPED_MODELS
 from llm_planner.plan import PlanError
 from llm_planner.planners.graph import room_name
-from llm_planner.planners.llm import LLMPlanner
+from llm_planner.planners.llm import LLMGoalsPlanner
 from llm_planner.posttrain.instructions import CATEGORIES, TEST_SUITES, Instruction, generate
 from llm_planner.posttrain.reward import Gold, execution_reward
+from llm_planner.posttrain.tabletop_sft import TabletopItem, scene_view, tabletop_items, tabletop_reward
 from llm_planner.posttrain.train import TRAIN_READINGS, planner_params
 from sim.world import load_world
 
@@ -63,27 +70,55 @@ def test_instructions() -> list[Instruction]:
     return items
 
 
-def score(planner: LLMPlanner, items: list[Any], rows_path: Path) -> list[dict[str, Any]]:
+def score(planner: LLMGoalsPlanner, items: list[Any], rows_path: Path) -> list[dict[str, Any]]:
+    """Navigation: each instruction through ``planner.interpret``, the answer judged by the route reward."""
     worlds = {m: load_world(m) for m in {i.map for i in items}}
+
+    def gold(item: Instruction) -> Gold:
+        return Gold.from_columns(item.map, item.start, item.goals, item.avoid)
+
+    def ask(item: Instruction) -> str:
+        xy = gold(item).start_pose(worlds[item.map])
+        return planner.interpret(item.text, worlds[item.map], item.start_room, robot_xy=(xy.x, xy.y)).model_dump_json()
+
+    return _scored(planner, items, rows_path, ask,
+                   judge=lambda item, text: execution_reward(text, gold(item), worlds[item.map]),
+                   ident=lambda k, item: item.id, gold=lambda item: item.answer())  # fmt: skip
+
+
+def score_tabletop_plans(planner: LLMGoalsPlanner, items: list[Any], rows_path: Path) -> list[dict[str, Any]]:
+    """``--domain tabletop``: each generated tabletop instruction asked as the arm planner asks it (its scene in
+    the item's layout, the worked examples, the grammar), the plan scored by ``tabletop_reward`` (the suites'
+    acceptance run on a symbolic table; no simulator, no skills)."""
+
+    def ask(item: TabletopItem) -> str:
+        view = scene_view(item.scene, item.layout_seed)
+        return planner.tabletop.ask(planner.tabletop.messages(item.text, view), view).to_json()
+
+    return _scored(planner, items, rows_path, ask, judge=lambda item, text: tabletop_reward(text, item),
+                   ident=lambda k, item: f"{item.scene}-{k}",
+                   gold=lambda item: [g.text() for g in item.goals])  # fmt: skip
+
+
+def _scored(planner: LLMGoalsPlanner, items: list[Any], rows_path: Path, ask: Any, judge: Any, ident: Any,
+            gold: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per item: ``ask(item)`` (the answer's JSON; a PlanError scores 0) judged by ``judge(item, text)``,
+    written to ``rows_path`` as it comes."""
     rows = []
     with open(rows_path, "w", encoding="utf-8") as f:
         for k, item in enumerate(items):
-            world = worlds[item.map]
-            gold = Gold.from_columns(item.map, item.start, item.goals, item.avoid)
             t0 = time.perf_counter()
             try:
-                xy = gold.start_pose(world)
-                answer = planner.interpret(item.text, world, item.start_room, robot_xy=(xy.x, xy.y))
-                text, error = answer.model_dump_json(), ""
+                text, error = ask(item), ""
             except PlanError as err:
                 text, error = "", str(err)
             latency = time.perf_counter() - t0
             if error:
                 value, outcome, detail, exact = 0.0, "planner_error", error, False
             else:
-                r = execution_reward(text, gold, world)
+                r = judge(item, text)
                 value, outcome, detail, exact = r.value, r.outcome.value, r.detail, r.exact
-            row = {"id": item.id, "category": item.category, "text": item.text, "gold": item.answer(),
+            row = {"id": ident(k, item), "category": item.category, "text": item.text, "gold": gold(item),
                    "answer": text, "reward": value, "outcome": outcome, "exact": exact, "detail": detail,
                    "latency_s": round(latency, 3), "tokens": planner.last_usage.get("tokens", 0)}  # fmt: skip
             rows.append(row)
@@ -123,6 +158,8 @@ def split_label(split: str, n: int) -> str:
     ``instructions.DEALT`` old templates keep their split, but new ones join the pool)."""
     if split == "test":
         return f"test ({n})"
+    if split == "tabletop_val":
+        return f"tabletop val ({n}; generated, plan level)"
     from llm_planner.posttrain.instructions import TEMPLATES
 
     return f"{split} ({n}; {sum(map(len, TEMPLATES.values()))}-template generator)"
@@ -133,6 +170,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100, help="instructions (shared equally by the maps)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", default="val", choices=["val", "test_gen", "test"])
+    parser.add_argument(
+        "--domain",
+        default="navigation",
+        choices=["navigation", "tabletop"],
+        help="tabletop: the tabletop generator's val split (scenes blocks, sort, clear), asked as the arm planner "
+        "asks, scored at plan level (the 66 hand-written tabletop instructions: benchmarks/tabletop_language.py)",
+    )
     parser.add_argument("--adapter", type=Path, default=None, help="a GGUF LoRA adapter: the post-trained planner")
     parser.add_argument(
         "--model",
@@ -160,8 +204,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.set and not args.adapter:
         parser.error("--set sets the trained planner's parameters: give --adapter too")
+    if args.domain == "tabletop" and args.split != "val":
+        parser.error(
+            f"--domain tabletop --split {args.split}: the tabletop generator has train and val only; its test is the "
+            "66 hand-written instructions, run end to end by benchmarks/tabletop_language.py"
+        )
     t0 = time.perf_counter()
-    if args.split == "test":
+    if args.domain == "tabletop":
+        items = tabletop_items(args.n, "val", args.seed)
+    elif args.split == "test":
         items = test_instructions()
     else:
         items = generate(n=args.n, n_val=args.n, n_test_gen=args.n, seed=args.seed).splits[args.split]
@@ -174,20 +225,24 @@ def main() -> None:
         backend = {"lora_path": str(args.adapter), "n_threads": args.threads, "model": args.model}
         params = {**planner_params(args.reading), **parse_sets(parser, args.set)}
         try:
-            planner = LLMPlanner(cache=False, backend_params=backend, **params)
+            planner = LLMGoalsPlanner(cache=False, backend_params=backend, **params)
         except (TypeError, ValueError) as err:
             parser.error(f"--set {' '.join(args.set)}: {err}")
         settings = ", ".join(f"{k}={v}" for k, v in params.items())
         name = f"llm_goals {MODEL_NAMES[args.model]} + adapter {args.adapter.name} ({settings})"
     else:
         # the untrained llm_goals planner (planner=llm_goals_untrained): embedded model, greedy, reading=spans
-        planner = LLMPlanner(cache=False, backend_params={"n_threads": args.threads, "model": args.model})
+        planner = LLMGoalsPlanner(cache=False, backend_params={"n_threads": args.threads, "model": args.model})
         name = f"llm_goals (untrained: llama_cpp {MODEL_NAMES[args.model]}, reading=spans, greedy, grammar)"
-    rows = score(planner, items, args.out / "rows.jsonl")
+    if args.domain == "tabletop":
+        rows = score_tabletop_plans(planner, items, args.out / "rows.jsonl")
+    else:
+        rows = score(planner, items, args.out / "rows.jsonl")
+    split = "tabletop_val" if args.domain == "tabletop" else args.split
     summary = summarise(rows)
     figures = {
         "planner": name,
-        "split": args.split,
+        "split": split,
         "model": args.model,
         "threads": args.threads,
         "seed": args.seed,
@@ -203,7 +258,7 @@ def main() -> None:
         record(
             "posttrain",
             figures,
-            [name, split_label(args.split, len(rows)), f"**{a['success_rate']:.0%}** ({a['wilson95'][0]:.0%}-"
+            [name, split_label(split, len(rows)), f"**{a['success_rate']:.0%}** ({a['wilson95'][0]:.0%}-"
              f"{a['wilson95'][1]:.0%})", f"{a['exact_rate']:.0%}", cats,
              f"{a['latency_median_s']} / {a['latency_p95_s']} s"],
             ["planner", "split (n)", "success (Wilson 95 %)", "exact", "by category", "latency median / p95"],

@@ -39,3 +39,22 @@ def test_a_generated_split_is_recorded_with_its_generator_size():
     templates = sum(len(t) for t in TEMPLATES.values())
     assert posttrain.split_label("val", 100) == f"val (100; {templates}-template generator)"
     assert posttrain.split_label("test", 64) == "test (64)"
+
+
+def test_tabletop_plans_are_asked_as_the_arm_planner_asks_and_scored_on_the_symbolic_table(tmp_path):
+    from llm_planner.planners.llm import LLMGoalsPlanner
+    from llm_planner.posttrain.tabletop_sft import tabletop_items
+
+    items = tabletop_items(3, "val", seed=0)  # one each of blocks, sort and clear: unseen templates and words
+    first = [(g.object, g.on) for g in items[0].goals]
+    wrong = '{"subgoals": [{"kind": "place", "object": "%s", "on": "%s"}]}' % (first[0][1], first[0][0])
+    script = [("answer", items[0].answer_text()), ("answer", wrong), ("answer", "not json")]
+    with ScriptedServer(script) as server:
+        backend = {"base_url": server.url, "model": "scripted", "timeout_s": 5.0, "max_retries": 0}
+        planner = LLMGoalsPlanner(backend="openai", backend_params=backend, cache=False, max_attempts=1)
+        rows = posttrain.score_tabletop_plans(planner, [items[0], items[0], items[1]], tmp_path / "rows.jsonl")
+        asked = server.requests[0]["body"]["messages"]
+    assert [r["outcome"] for r in rows] == ["success", "missed_target", "planner_error"], rows
+    assert rows[0]["gold"] == [g.text() for g in items[0].goals] and rows[0]["exact"]
+    assert items[0].text in asked[-1]["content"] and asked[0]["role"] == "system"  # the arm planner's prompt
+    assert posttrain.split_label("tabletop_val", 99) == "tabletop val (99; generated, plan level)"
