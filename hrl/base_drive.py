@@ -119,6 +119,10 @@ def drive(env: Any, commands: CommandTimeline, start: float, steps: int) -> bool
     return touched
 
 
+#: What :meth:`WallClock.lag_warning` says, and what a recorded run looks for in a simulated robot's log.
+LAG_MARK = "control periods due at once"
+
+
 class WallClock:
     """Control periods kept in wall-clock time, as hardware keeps them (the simulated base here and the simulated
     arm, ``hrl.ros.sim_arm_node``): every period that has ended since ``t0`` is due (:meth:`catch_up`), so a late
@@ -151,7 +155,7 @@ class WallClock:
     def lag_warning(self, due: int, dropped: int) -> str:
         """What to log when :meth:`catch_up` dropped periods."""
         return (
-            f"{due} control periods due at once (the machine is too slow for {1 / self.period:g} Hz): stepped "
+            f"{due} {LAG_MARK} (the machine is too slow for {1 / self.period:g} Hz): stepped "
             f"{due - dropped} (max_catch_up_steps), dropped {dropped}; simulated time is now "
             f"{self.dropped * self.period:.2f} s behind wall-clock time"
         )

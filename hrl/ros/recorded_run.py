@@ -165,14 +165,21 @@ def record_arm_run(
                     raise RuntimeError(f"skill call {call.id} had no status within {timeout_s} s:\n{nodes.log(policy)}")
                 outcome.append(json.loads(mine()[0])["outcome"])
         _finish(node, nodes, recorder, bag)
-        lag = [line for line in nodes.log(sim).splitlines() if "control periods due at once" in line]
-        if lag:  # the stand-in fell behind wall-clock time: its recorded motion is not what the commands give
-            raise RuntimeError(f"sim_arm_node dropped control periods while recording {bag}: {lag[0]}")
+        lag = lag_in(nodes.log(sim))
+        if lag is not None:  # the stand-in fell behind wall-clock time: its motion is not what the commands give
+            raise RuntimeError(f"sim_arm_node dropped control periods while recording {bag}: {lag}")
         return outcome
     finally:
         nodes.stop_all()
         node.destroy_node()
         rclpy.shutdown()
+
+
+def lag_in(log: str) -> str | None:
+    """The first line of a simulated robot's log that says it dropped control periods (None: it kept up)."""
+    from hrl.base_drive import LAG_MARK
+
+    return next((line for line in log.splitlines() if LAG_MARK in line), None)
 
 
 def main(argv: list[str] | None = None) -> int:

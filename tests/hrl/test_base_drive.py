@@ -65,3 +65,19 @@ def test_a_late_call_steps_every_period_due_and_beyond_the_cap_drops_the_oldest(
     # 3 periods from 0.2 m/s: up to 0.4 m/s at 1 m/s^2 (0.06 m), then 0.1 s at 0.4 (0.04 m); 5 would be 0.18 m
     assert moved == pytest.approx(0.10, abs=0.01)
     env.close()
+
+
+def test_a_recorded_run_recognises_the_simulated_robots_own_lag_warning():
+    """hrl.ros.recorded_run refuses an arm recording whose simulator dropped periods by finding this warning in its
+    log: reworded, the refusal would go quiet (a CI failure once came from such a lag, read as a tracking error)."""
+    from hrl.base_drive import WallClock
+    from hrl.ros.recorded_run import lag_in
+
+    clock = WallClock(period=0.04, t0=0.0, max_catch_up_steps=10)
+    assert clock.catch_up(0.2)[1:] == (5, 0)  # kept up: nothing to say
+    _, due, dropped = clock.catch_up(1.5)  # a 1.3 s stall: 33 periods due, 23 dropped
+    assert (due, dropped) == (33, 23)
+    line = f"[WARN] [1733480000.1] [sim_arm_node]: {clock.lag_warning(due, dropped)}"
+    assert lag_in(f"[INFO] [sim_arm_node]: up\n{line}\n[INFO] [sim_arm_node]: more") == line
+    assert "dropped 23" in line and "0.92 s behind" in line
+    assert lag_in("[INFO] [sim_arm_node]: up\n[INFO] [sim_arm_node]: stopping") is None
