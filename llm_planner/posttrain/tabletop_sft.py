@@ -137,7 +137,7 @@ def read_answer(text: str) -> list[tuple[str, str]] | None:
     return [(s.object, s.on) for s in plan.subgoals if isinstance(s, PlaceSubgoal)]
 
 
-def tabletop_reward(text: str, item: TabletopItem) -> Reward:
+def tabletop_reward(text: str, item: TabletopItem, partial: float = 0.0) -> Reward:
     """The reward of one tabletop answer: the suites' acceptance on the final state of the plan run symbolically.
 
     The answer is read as the planner reads it (:class:`TabletopPlan`; else ``malformed``, -0.1) and its names
@@ -148,7 +148,12 @@ def tabletop_reward(text: str, item: TabletopItem) -> Reward:
     task does not move was moved (acceptance alone cannot see "all but the red one" answered with the red one
     too); otherwise ``missed_target`` (0). Order matters only where the table makes it matter (a stack). A pick,
     push, TCP or gripper step makes the answer ``missed_target``: the tabletop answer is place steps only, and
-    judging the place steps alone would reward a plan that leaves a block in the gripper."""
+    judging the place steps alone would reward a plan that leaves a block in the gripper.
+
+    ``partial`` > 0 (GRPO's ``tabletop_partial``) pays a ``missed_target`` plan that moves no block the task leaves
+    alone ``partial`` x the fraction of the gold relations that hold at its end: a plan that stops after the first
+    of two places earns something, less than the whole (with 0/1 alone, GRPO on version 4 learnt to answer one place
+    whatever was asked: docs/posttrain.md)."""
     try:
         plan = TabletopPlan.model_validate_json(text)
     except ValueError as err:  # a pydantic ValidationError: not JSON, or not the plan's shape
@@ -176,9 +181,12 @@ def tabletop_reward(text: str, item: TabletopItem) -> Reward:
                            exact=exact)  # fmt: skip
         on[obj] = target
     missing = [f"{o} on {t}" for o, t in gold if on[o] != t]
-    if missing:
-        return _reward(Outcome.MISSED_TARGET, f"at the end not {', '.join(missing)}", exact=exact)
     extra = sorted({o for o, _ in steps} - {o for o, _ in gold})
+    if missing:
+        miss = _reward(Outcome.MISSED_TARGET, f"at the end not {', '.join(missing)}", exact=exact)
+        if partial and not extra:
+            return Reward(partial * (1 - len(missing) / len(gold)), miss.outcome, miss.detail, exact)
+        return miss
     if extra:
         return _reward(Outcome.MISSED_TARGET, f"moves {', '.join(extra)}, which the task leaves alone", exact=exact)
     return _reward(Outcome.SUCCESS, "every gold relation holds at the end", exact=exact)

@@ -93,6 +93,7 @@ class PosttrainConfig:
     epsilon_high: float = 0.28  # DAPO's asymmetric clip
     loss_type: str = "dr_grpo"
     extra_target_cost: float = 0.25
+    tabletop_partial: float = 0.0  # grpo: a tabletop plan short of its goals earns this x the fraction that hold
     categories: list[str] = field(default_factory=list)  # grpo: train only on these categories (empty: all)
     resume: bool = False
     export: bool = True  # also write adapter.gguf (llama.cpp's converter; llm_planner/posttrain/export.py)
@@ -129,6 +130,11 @@ class PosttrainConfig:
             raise ValueError(
                 f"tabletop_train={self.tabletop_train} with stage=grpo needs engine=shared_prefix: TRL's reward "
                 "function reads navigation columns only; set engine=shared_prefix or tabletop_train=0"
+            )
+        if not 0 <= self.tabletop_partial < 1:
+            raise ValueError(
+                f"tabletop_partial must be in [0, 1) (a share of success's 1 for a plan short of its goals), got "
+                f"{self.tabletop_partial}"
             )
         if self.stage == "grpo" and self.num_generations < 2:
             raise ValueError(f"num_generations must be >= 2 for group-relative advantages, got {self.num_generations}")
@@ -840,7 +846,7 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
     def reward_of(item: Instruction | TabletopItem, texts: list[str]) -> list[Reward]:
         """Navigation answers by the route reward, tabletop answers by the symbolic table's acceptance."""
         if isinstance(item, TabletopItem):
-            return [tabletop_reward(t, item) for t in texts]
+            return [tabletop_reward(t, item, config.tabletop_partial) for t in texts]
         row = rows[id(item)]
         reward_fn([row["prompt"]] * len(texts), texts, **{c: [row[c]] * len(texts) for c in GOLD_COLUMNS})
         return list(reward_fn.last_rewards)

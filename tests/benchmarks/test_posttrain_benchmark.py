@@ -47,7 +47,7 @@ def test_tabletop_plans_are_asked_as_the_arm_planner_asks_and_scored_on_the_symb
 
     items = tabletop_items(3, "val", seed=0)  # one each of blocks, sort and clear: unseen templates and words
     first = [(g.object, g.on) for g in items[0].goals]
-    wrong = '{"subgoals": [{"kind": "place", "object": "%s", "on": "%s"}]}' % (first[0][1], first[0][0])
+    wrong = json.dumps({"subgoals": [{"kind": "place", "object": first[0][1], "on": first[0][0]}]})  # upside down
     script = [("answer", items[0].answer_text()), ("answer", wrong), ("answer", "not json")]
     with ScriptedServer(script) as server:
         backend = {"base_url": server.url, "model": "scripted", "timeout_s": 5.0, "max_retries": 0}

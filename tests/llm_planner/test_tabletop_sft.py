@@ -79,6 +79,8 @@ def test_tabletop_data_is_refused_where_it_cannot_be_used():
     with pytest.raises(ValueError, match="tabletop_train=10 with stage=grpo needs engine=shared_prefix"):
         PosttrainConfig(stage="grpo", tabletop_train=10, engine="trl").check()
     PosttrainConfig(stage="grpo", tabletop_train=10).check()  # the shared-prefix engine rewards tabletop answers
+    with pytest.raises(ValueError, match="tabletop_partial must be in"):
+        PosttrainConfig(stage="grpo", tabletop_partial=1.0).check()
 
 
 def _plan(*steps, kind="place"):
@@ -101,6 +103,11 @@ def test_the_tabletop_reward_is_acceptance_on_a_symbolic_table():
     assert onto_covered.outcome == Outcome.INFEASIBLE and f"{b}, which has {a} on it" in onto_covered.detail
     half = tabletop_reward(_plan((a, b)), stack)
     assert (half.outcome, half.value) == (Outcome.MISSED_TARGET, 0.0) and f"not {c} on {a}" in half.detail
+    # partial credit (GRPO's tabletop_partial): half the goals hold -> 0.5 x 0.5; success and refusals unchanged
+    assert tabletop_reward(_plan((a, b)), stack, partial=0.5).value == pytest.approx(0.25)
+    assert tabletop_reward(_plan((a, b), (c, a)), stack, partial=0.5).value == 1.0
+    assert tabletop_reward(_plan((c, a), (a, b)), stack, partial=0.5).value == 0.0  # infeasible earns nothing
+    assert tabletop_reward(_plan((c, b)), stack, partial=0.5).value == 0.0  # no gold relation holds
 
     sort = next(it for it in items if it.scene == "sort" and len({g.object for g in it.goals}) >= 2)
     pairs = [(g.object, g.on) for g in sort.goals]
@@ -109,6 +116,9 @@ def test_the_tabletop_reward_is_acceptance_on_a_symbolic_table():
     others = sorted({o.name for o in scene_view(sort.scene, sort.layout_seed).objects} - {o for o, _ in pairs})
     extra = tabletop_reward(_plan(*pairs, (others[0], pairs[0][1])), sort)
     assert extra.outcome == Outcome.MISSED_TARGET and f"moves {others[0]}, which the task leaves alone" in extra.detail
+    # a plan short of its goals that also moves a block the task leaves alone earns nothing, partial or not
+    short_and_extra = tabletop_reward(_plan(pairs[0], (others[0], pairs[0][1])), sort, partial=0.5)
+    assert (short_and_extra.outcome, short_and_extra.value) == (Outcome.MISSED_TARGET, 0.0)
 
     assert tabletop_reward(_plan((a, a)), stack).outcome == Outcome.UNKNOWN_PLACE
     unknown = tabletop_reward(_plan(("purple_block", b)), stack)
