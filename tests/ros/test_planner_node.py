@@ -39,9 +39,11 @@ class PlannerView:
         node.create_timer(0.1, lambda: odom_pub.publish(odom))
         self.task = node.create_publisher(String, "/task", 10)
         self.goal = node.create_publisher(PoseStamped, "/goal_pose", 10)
-        assert spin_until(
-            node, lambda: node.count_subscribers("/task") and node.count_subscribers("/goal_pose"), 120
-        ), self.log()
+        # both ways: a status published before the node's /task_status writer has matched this reader is lost
+        # (volatile), and a fresh-clone CI run lost the first "planning: ..." that way
+        heard = lambda: node.count_subscribers("/task") and node.count_subscribers("/goal_pose")  # noqa: E731
+        said = lambda: all(node.count_publishers(t) for t in ("/task_status", "/plan", "/subgoal"))  # noqa: E731
+        assert spin_until(node, lambda: heard() and said(), 120), self.log()
 
     def log(self):
         return self.processes.log(self.proc)
