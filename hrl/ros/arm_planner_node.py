@@ -411,13 +411,16 @@ class ArmPlannerNode(Node):
         if self.task_text != text:
             return  # superseded while queued
         physics = self.env.unwrapped.physics
+        problem = None
         if not physics.wait_for_state(STATE_WAIT_S):
-            self.finish(f"failed: no joint states and object poses within {STATE_WAIT_S:.0f} s: {physics.missing()}")
-            return
-        if self.cameras and not physics.wait_for_images(self.cameras, STATE_WAIT_S, depth=self.needs_depth):
+            problem = f"no joint states and object poses within {STATE_WAIT_S:.0f} s: {physics.missing()}"
+        elif self.cameras and not physics.wait_for_images(self.cameras, STATE_WAIT_S, depth=self.needs_depth):
             missing = physics.missing_images(self.cameras, depth=self.needs_depth)
-            self.finish(f"failed: no fresh camera images within {STATE_WAIT_S:.0f} s for planner "
-                        f"{self.p['planner']!r}: {missing}")  # fmt: skip
+            problem = f"no fresh camera images within {STATE_WAIT_S:.0f} s for planner {self.p['planner']!r}: {missing}"
+        if self.cancelled.is_set() or self.task_text != text:
+            return  # cancelled or superseded while it waited for the robot: on_task / on_cancel said so
+        if problem is not None:
+            self.finish(f"failed: {problem}")
             return
         self.status_pub.publish(String(data=f"planning: {text}"))
         try:

@@ -167,3 +167,27 @@ def test_a_cancelled_or_superseded_task_cancels_its_skill_call(how, processes, r
     task.publish(String(data="{not json"))  # the node still takes tasks
     assert spin_until(rclpy_node, lambda: bool(status.messages), 10.0)
     assert "not valid JSON" in status.messages[0]
+
+
+def test_a_task_cancelled_while_it_waits_for_the_robot_ends_there(processes, rclpy_node):
+    """No arm publishes: the task waits for joint states (10 s). Cancelled meanwhile, it says so once, and neither
+    plans nor fails when the wait runs out."""
+    from std_msgs.msg import Empty
+
+    planner = processes.start("hrl.ros.arm_planner_node", "scene:=blocks")
+    status = Listener(rclpy_node, "/task_status")
+    task = rclpy_node.create_publisher(String, "/task", 10)
+    cancel = rclpy_node.create_publisher(Empty, "/task_cancel", 10)
+
+    def ready():  # the node hears us, and its status writer is seen (a status sent before that is lost)
+        heard = all(rclpy_node.count_subscribers(t) for t in ("/task", "/task_cancel"))
+        return heard and rclpy_node.count_publishers("/task_status") > 0
+
+    assert spin_until(rclpy_node, ready, 120), processes.log(planner)
+    task.publish(String(data="red_block on blue_block"))
+    spin_until(rclpy_node, lambda: False, 1.0)
+    cancel.publish(Empty())
+    final = "cancelled: red_block on blue_block: by /task_cancel"
+    assert spin_until(rclpy_node, lambda: final in status.messages, 10.0), (status.messages, processes.log(planner))
+    spin_until(rclpy_node, lambda: False, 11.0)  # past the 10 s wait for the robot
+    assert status.messages == [final], status.messages
