@@ -170,6 +170,11 @@ class SkillCancel:
     def matches(self, call_id: str) -> bool:
         return self.id in (self.ANY, call_id)
 
+    @property
+    def reason(self) -> str:
+        """What the cancelled call's status says: ``cancelled`` and the why, if any."""
+        return f"cancelled: {self.why}" if self.why else "cancelled"
+
 
 def read_subgoal_message(
     text: str, skills: list[str] | None = None, objects: list[str] | None = None

@@ -357,7 +357,7 @@ class ArmPolicyNode(Node):
     def cancel(self, cancel: SkillCancel) -> None:
         """End the call ``cancel`` names: one still waiting answers ``aborted`` now; the running one at its next
         step, and the arm stops where it stands. Anything else is logged and left alone."""
-        why = f"cancelled{': ' + cancel.why if cancel.why else ''}"
+        why = cancel.reason
         ended = []
         with self._calls:
             if self._pending is not None and cancel.matches(self._pending.id):
@@ -410,8 +410,9 @@ class ArmPolicyNode(Node):
         """Run one call to its end (on the worker thread)."""
         physics = self.physics
         refused = self.check(call)
-        if refused is None and self._cancelled is not None:  # while it waited for a fresh state: it never moved
-            refused = f"cancelled{': ' + self._cancelled.why if self._cancelled.why else ''} (before it started)"
+        cancelled = self._cancelled
+        if refused is None and cancelled is not None:  # while it waited for a fresh state: it never moved
+            refused = f"{cancelled.reason} (before it started)"
         if refused is not None:
             return SkillStatus(call.id, Outcome.ABORTED, why=refused)
         steps = 0
@@ -425,7 +426,7 @@ class ArmPolicyNode(Node):
                 raise AbortedError(f"preempted by call {self._latest_id}")
             cancelled = self._cancelled
             if cancelled is not None:
-                raise CallCancelledError(f"cancelled{': ' + cancelled.why if cancelled.why else ''}")
+                raise CallCancelledError(cancelled.reason)
             fault = physics.fault()
             if fault is not None:
                 raise AbortedError(f"arm held: {fault[1]} [rule: {fault[0]}]")
