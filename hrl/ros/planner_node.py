@@ -104,6 +104,13 @@ PARAMS = [
     Param("task_topic", "/task", "std_msgs/String in: instruction or place names", topic),
     Param("goal_pose_topic", "/goal_pose", "geometry_msgs/PoseStamped in (odom or map frame)", topic),
     Param("cancel_topic", "/task_cancel", "std_msgs/Empty in: end the running task, stop the robot where it is", topic),
+    Param(
+        "stop_on_supersede",
+        True,
+        "a new task or goal pose stops the robot where it stands while it is planned, as /task_cancel does and as "
+        "the arm's planner node cancels its running call (false: it keeps driving to the old task's subgoal until "
+        "the new plan's first one goes out)",
+    ),
     Param("odom_topic", "/odom", "nav_msgs/Odometry in", topic),
     Param("status_topic", "/subgoal_status", "std_msgs/String in, from the policy node", topic),
     Param("plan_topic", "/plan", "nav_msgs/Path out", topic),
@@ -435,11 +442,15 @@ class PlannerNode(Node):
         """End the current task, if any, because ``new_text`` replaces it (its agent stops at its next wait; a
         plan still computing for it is discarded when it arrives)."""
         self.cancelled.set()
-        if self.task_text is None:
+        old = self.task_text
+        if old is None:
             return
-        self.status(f"cancelled: {self.task_text}: superseded by {new_text}")
-        self.get_logger().info(f"task {self.task_text!r} cancelled: superseded by {new_text!r}")
-        self.task_text = None
+        with self._lock:  # after any subgoal the old task's agent is sending (drive): the stop is the last one out
+            self.task_text = None
+            if self.p["stop_on_supersede"] and self.pose is not None:
+                self.stop_here(f"task {old!r} superseded")
+        self.status(f"cancelled: {old}: superseded by {new_text}")
+        self.get_logger().info(f"task {old!r} cancelled: superseded by {new_text!r}")
 
     def start(self, task: Any, names_task: bool) -> None:
         self.supersede(task.text)

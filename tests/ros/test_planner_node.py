@@ -110,6 +110,31 @@ def test_a_cancel_ends_the_task_and_stops_the_robot_where_it_stands(processes, r
     view.wait(lambda: len(view.plans) == 2 and view.status[-1] == "planning: go to (8.00, 7.20)", 30)
 
 
+@pytest.mark.parametrize("stop", [True, False], ids=["stop_on_supersede", "keep_driving"])
+def test_a_new_task_stops_the_robot_while_it_is_planned_unless_told_not_to(processes, rclpy_node, stop):
+    """A new goal while the robot drives to the old one's subgoal: by default the node stops the robot where it
+    stands (a subgoal at its odometry pose) before the new plan's first subgoal, as the arm's planner node
+    cancels its running call; with stop_on_supersede:=false the old subgoal stands until the new one."""
+    view = PlannerView(processes, rclpy_node, "planner:=graph", f"stop_on_supersede:={str(stop).lower()}")
+    view.goal.publish(goal_pose(*SOFA))
+    view.wait(lambda: view.subgoals, 30)
+    first = xy(view.subgoals[0])
+    assert math.dist(first, (KITCHEN.x, KITCHEN.y)) > 0.5  # on its way
+    bed = WORLD.resolve("bed").position
+    view.goal.publish(goal_pose(*bed))
+    view.wait(lambda: len(view.plans) == 2 and len(view.subgoals) >= 2 + stop, 30)
+    spin_until(rclpy_node, lambda: False, 0.5)
+    sent = [xy(g) for g in view.subgoals]
+    assert f"cancelled: go to (8.00, 7.20): superseded by go to ({bed[0]:.2f}, {bed[1]:.2f})" in view.status
+    second_plan_first = xy(view.plans[1].poses[0])
+    if stop:
+        assert sent[:1] == [first] and math.dist(sent[1], (KITCHEN.x, KITCHEN.y)) < 1e-6, sent
+        assert math.dist(sent[2], second_plan_first) < 1e-6, sent
+        assert "task 'go to (8.00, 7.20)' superseded: stopping at" in view.log()
+    else:
+        assert math.dist(sent[1], second_plan_first) < 1e-6 and len(sent) == 2, sent
+
+
 def llm_params(tmp_path, url, timeout_s):
     """A planner_params_file for llm_goals on the OpenAI-compatible server at ``url`` (no retries, no cache)."""
     backend = {"base_url": url, "model": "scripted", "timeout_s": timeout_s, "max_retries": 0}
