@@ -158,12 +158,25 @@ def completion_logprobs(model: Any, prompt: list[int], completions: list[list[in
     return _token_logprobs(_batched_rest(model, prompt, completions, start, pad, grad=True), completions, start)
 
 
-def grpo_loss(logps: list[Any], rewards: list[float], max_len: int) -> tuple[Any, dict[str, float]]:
-    """Dr. GRPO's policy-gradient loss of one group (advantage ``r - mean(r)``, constant normaliser)."""
+def grpo_loss(
+    logps: list[Any], rewards: list[float], max_len: int, ref_logps: list[Any] | None = None, beta: float = 0.0
+) -> tuple[Any, dict[str, float]]:
+    """Dr. GRPO's policy-gradient loss of one group (advantage ``r - mean(r)``, constant normaliser), plus
+    ``beta`` x the per-token KL to a reference policy (``ref_logps``: the same completions' log-probabilities
+    under it, no gradient), by the k3 estimator ``exp(q - p) - (q - p) - 1`` that GRPO's paper uses: >= 0, and
+    0 where the policy equals the reference."""
     mean = sum(rewards) / len(rewards)
     adv = [r - mean for r in rewards]
     loss = -sum(a * lp.sum() for a, lp in zip(adv, logps, strict=True)) / (len(rewards) * max_len)
+    stats: dict[str, float] = {}
+    if ref_logps is not None:
+        diff = [q.detach() - p for p, q in zip(logps, ref_logps, strict=True)]
+        kl = [torch.exp(d) - d - 1 for d in diff]
+        kl_term = sum(k.sum() for k in kl) / (len(rewards) * max_len)
+        if beta:
+            loss = loss + beta * kl_term
+        stats["kl"] = float(torch.cat(kl).mean())  # per token
     with torch.no_grad():
         entropy = float(-torch.cat(logps).mean())  # per-token surprisal of the samples: an entropy estimate
     std = (sum((r - mean) ** 2 for r in rewards) / len(rewards)) ** 0.5
-    return loss, {"loss": loss.item(), "reward": mean, "reward_std": std, "entropy": entropy}
+    return loss, {"loss": loss.item(), "reward": mean, "reward_std": std, "entropy": entropy, **stats}

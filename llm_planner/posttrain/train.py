@@ -89,7 +89,8 @@ class PosttrainConfig:
     prompts_per_step: int = 1
     max_completion_length: int = 40
     temperature: float = 1.0
-    beta: float = 0.0  # KL weight (Dr. GRPO / DAPO: none)
+    beta: float = 0.0  # KL weight to the policy the run starts from (Dr. GRPO / DAPO: none)
+    sft_coef: float = 0.0  # grpo: + this x the SFT loss on a batch of the train split's gold answers (PPO-ptx)
     epsilon_high: float = 0.28  # DAPO's asymmetric clip
     loss_type: str = "dr_grpo"
     extra_target_cost: float = 0.25
@@ -135,6 +136,14 @@ class PosttrainConfig:
             raise ValueError(
                 f"tabletop_partial must be in [0, 1) (a share of success's 1 for a plan short of its goals), got "
                 f"{self.tabletop_partial}"
+            )
+        for key in ("beta", "sft_coef"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"{key} must be >= 0 (0: off), got {getattr(self, key)}")
+        if self.sft_coef and (self.stage != "grpo" or self.engine != "shared_prefix"):
+            raise ValueError(
+                f"sft_coef={self.sft_coef} is a term of the shared-prefix engine's grpo loss; set stage=grpo "
+                "engine=shared_prefix, or sft_coef=0"
             )
         if self.stage == "grpo" and self.num_generations < 2:
             raise ValueError(f"num_generations must be >= 2 for group-relative advantages, got {self.num_generations}")
@@ -835,8 +844,31 @@ def _own_sft(config: PosttrainConfig, out: Path, model, tokenizer, train, val, l
 
 def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
     import torch
+    from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
-    from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sample
+    from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sample, sft_example, sft_loss
+
+    anchor = None
+    if config.sft_coef:  # PPO-ptx: gold answers of the whole train split (every category) keep what SFT taught
+        examples = {
+            id(it): sft_example(tokenizer, prompt_messages(it, config.reading), answer_text(it, config.reading))
+            for it in train
+        }
+        batch_at = _batches(train, config.batch_size, config.seed + 1, key=lambda it: examples[id(it)].prefix)
+        anchor = lambda index: [examples[id(it)] for it in batch_at(index)]  # noqa: E731
+    # the reference of the KL term: the adapter the run starts from (init_adapter, or the new one), kept aside;
+    # a resumed run starts from the same one, then loads its checkpoint
+    reference = {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+
+    def reference_logprobs(ids: list[int], seqs: list[list[int]]) -> list[Any]:
+        current = {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+        set_peft_model_state_dict(model, reference)
+        model.eval()
+        with torch.no_grad():
+            out = completion_logprobs(model, ids, seqs, tokenizer.pad_token_id)
+        set_peft_model_state_dict(model, current)
+        model.train()
+        return out
 
     train = _only_categories(train, config.categories)
     reward_fn = make_reward_function(extra_target_cost=config.extra_target_cost)
@@ -873,9 +905,14 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
             if max(rewards) > min(rewards) or attempt == tries - 1:
                 break
             skipped += 1
+        ref = reference_logprobs(ids, seqs) if config.beta else None
         logps = completion_logprobs(model, ids, seqs, tokenizer.pad_token_id)
-        loss, stats = grpo_loss(logps, rewards, length)
+        loss, stats = grpo_loss(logps, rewards, length, ref, config.beta)
         (loss / config.grad_accum).backward()
+        if anchor is not None:
+            ptx, ptx_stats = sft_loss(model, anchor(index), tokenizer.pad_token_id)
+            (config.sft_coef * ptx / config.grad_accum).backward()
+            stats["sft_loss"] = ptx_stats["loss"]
         outcomes = [r.outcome for r in judged]
         stats.update(
             success=sum(o == "success" for o in outcomes) / len(outcomes),

@@ -145,6 +145,22 @@ def test_a_grpo_step_raises_the_probability_of_the_rewarded_answer(fresh):
     assert after[0] > before[0] and after[1] < before[1]
 
 
+def test_the_kl_term_is_zero_at_the_reference_and_pulls_back_to_it():
+    """grpo_loss's k3 KL: 0 (and the loss unchanged) where the policy equals the reference; where it differs,
+    positive, and its gradient moves the policy's log-probabilities towards the reference's."""
+    torch.manual_seed(0)
+    logps = [torch.randn(5, requires_grad=True) for _ in range(4)]
+    rewards = [1.0, 0.0, 0.0, 1.0]
+    plain, _ = grpo_loss(logps, rewards, 8)
+    same, stats = grpo_loss(logps, rewards, 8, [lp.detach().clone() for lp in logps], beta=0.5)
+    assert stats["kl"] == 0.0 and torch.equal(plain, same)
+    ref = [lp.detach() + 0.3 for lp in logps]  # the reference finds every token likelier
+    loss, stats = grpo_loss(logps, [0.0] * 4, 8, ref, beta=0.5)  # no advantage: only the KL term moves
+    assert stats["kl"] > 0 and loss.item() > 0
+    loss.backward()
+    assert all((lp.grad < 0).all() for lp in logps)  # descent raises each log-probability towards the reference
+
+
 def write_toy(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -224,6 +240,22 @@ def test_grpo_samples_and_rewards_tabletop_answers(fresh, tmp_path):
     assert row["tabletop"] == "1.0" and -0.1 <= float(row["reward"]) <= 1 and row["success"] != ""
 
 
+def test_grpo_with_a_kl_anchor_and_an_sft_term_logs_both(fresh, tmp_path):
+    """beta > 0: the KL to the adapter the run started from is 0 at the first step and grows once it has moved;
+    sft_coef > 0: an SFT loss on the train split's gold answers is added and logged."""
+    model, tok = fresh
+    start = adapter_state(model)
+    config = PosttrainConfig(stage="grpo", data=write_toy(tmp_path), eval_n=0, max_steps=2, save_steps=2,
+                             num_generations=2, batch_size=2, max_completion_length=12, learning_rate=1e-3,
+                             lora_dropout=0.0, beta=0.1, sft_coef=0.5, export=False)  # fmt: skip
+    run(config, tmp_path / "anchored", model, tok)
+    rows = list(csv.DictReader((tmp_path / "anchored" / "train_log.csv").open()))
+    kl = [float(r["kl"]) for r in rows]
+    assert kl[0] < 1e-5 < kl[1], kl
+    assert all(float(r["sft_loss"]) > 0 for r in rows)
+    assert any(not torch.equal(start[k], v) for k, v in adapter_state(model).items())
+
+
 def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_path):
     model, tok = fresh
     config = PosttrainConfig(stage="sft", data=write_toy(tmp_path), max_steps=4, save_steps=2, batch_size=2, eval_n=0,
@@ -256,6 +288,8 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_
         ("max_steps=0", "max_steps must be >= 1, got 0"),
         ("learning_rate=3", "learning_rate must be in (0, 1), got 3.0"),
         ("init_adapter=/nowhere", "init_adapter='/nowhere' does not exist: give the adapter/ folder"),
+        ("beta=-0.1", "beta must be >= 0 (0: off), got -0.1"),
+        ("sft_coef=0.5", "sft_coef=0.5 is a term of the shared-prefix engine's grpo loss; set stage=grpo"),
     ],
 )
 def test_bad_config_values_are_refused_by_name(override, message, tmp_path, capsys):
