@@ -825,17 +825,26 @@ def _only_categories(train: list[Instruction], categories: list[str]) -> list[In
     return [it for it in train if it.category in categories]
 
 
-def _own_sft(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
-    from llm_planner.posttrain.engine import sft_example, sft_loss
+def _sft_batches(config: PosttrainConfig, tokenizer: Any, items: list[Any], seed: int):
+    """``index -> [SFTExample]``: the gold answers of ``items`` in an endless seeded stream of same-prefix
+    batches of ``batch_size`` (sft's data, and grpo's SFT term)."""
+    from llm_planner.posttrain.engine import sft_example
 
     examples = {
         id(it): sft_example(tokenizer, prompt_messages(it, config.reading), answer_text(it, config.reading))
-        for it in train
+        for it in items
     }
-    batch_at = _batches(train, config.batch_size, config.seed, key=lambda it: examples[id(it)].prefix)
+    batch_at = _batches(items, config.batch_size, seed, key=lambda it: examples[id(it)].prefix)
+    return lambda index: [examples[id(it)] for it in batch_at(index)]
+
+
+def _own_sft(config: PosttrainConfig, out: Path, model, tokenizer, train, val, log) -> int:
+    from llm_planner.posttrain.engine import sft_loss
+
+    batch_at = _sft_batches(config, tokenizer, train, config.seed)
 
     def step_fn(index: int) -> dict[str, float]:
-        loss, stats = sft_loss(model, [examples[id(it)] for it in batch_at(index)], tokenizer.pad_token_id)
+        loss, stats = sft_loss(model, batch_at(index), tokenizer.pad_token_id)
         (loss / config.grad_accum).backward()
         return stats
 
@@ -846,19 +855,13 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
     import torch
     from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
-    from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sample, sft_example, sft_loss
+    from llm_planner.posttrain.engine import chat_ids, completion_logprobs, grpo_loss, sample, sft_loss
 
-    anchor = None
-    if config.sft_coef:  # PPO-ptx: gold answers of the whole train split (every category) keep what SFT taught
-        examples = {
-            id(it): sft_example(tokenizer, prompt_messages(it, config.reading), answer_text(it, config.reading))
-            for it in train
-        }
-        batch_at = _batches(train, config.batch_size, config.seed + 1, key=lambda it: examples[id(it)].prefix)
-        anchor = lambda index: [examples[id(it)] for it in batch_at(index)]  # noqa: E731
+    # PPO-ptx: gold answers of the whole train split (every category) keep what SFT taught
+    anchor = _sft_batches(config, tokenizer, train, config.seed + 1) if config.sft_coef else None
     # the reference of the KL term: the adapter the run starts from (init_adapter, or the new one), kept aside;
     # a resumed run starts from the same one, then loads its checkpoint
-    reference = {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+    reference = {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()} if config.beta else {}
 
     def reference_logprobs(ids: list[int], seqs: list[list[int]]) -> list[Any]:
         current = {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
