@@ -62,10 +62,9 @@ def demo_seeds(model_path: Path) -> tuple[set[int], list[str], set[str]]:
         with h5py.File(f, "r") as h:
             seeds |= {int(g.attrs["seed"]) for g in h["data"].values()}
             rendered.add(json.loads(h["data"].attrs["generator"])["backend"])
-    rl = state.get("rl")
-    if rl:  # the layouts RL drew (hierarchy/vla/rl.py: one per task of every update, per scene index)
-        from hierarchy.vla.rl import stage_layout_seed
+    from hierarchy.vla.rl import rl_stages, stage_layout_seed
 
+    for rl in rl_stages(state):  # the layouts each RL stage drew (hierarchy/vla/rl.py: one per task of every update)
         n = int(rl["steps"]) * int(rl["tasks_per_step"])
         seeds |= {stage_layout_seed("rl", int(rl["seed"]), si, i) for si in range(len(rl["scenes"])) for i in range(n)}
     return seeds, missing, rendered

@@ -63,6 +63,8 @@ class VLAConfig:
     early_end_penalty: float = 0.5
     rl_categories: list[str] | None = None
     rl_augment: str = "none"
+    rl_backends: list[str] | None = None
+    kl_coef: float = 0.0
     resume: bool = False
 
     def check(self) -> None:
@@ -113,6 +115,8 @@ class VLAConfig:
             save_every=max(1, min(10, self.rl_steps)),
             resume=self.resume,
             augment=self.rl_augment,
+            backends=tuple(self.rl_backends) if self.rl_backends is not None else None,
+            kl_coef=self.kl_coef,
         )
 
     def bc_config(self):

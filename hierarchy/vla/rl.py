@@ -53,10 +53,29 @@ class RLConfig:
     #: "strong": each sampled step sees its camera image with imitation's ``augment=strong`` change of look (the
     #: gradient step sees the same image); "none": the renderer's own look, as RL ran before 2026-12-06.
     augment: str = "none"
+    #: The simulators whose renders RL samples in, each task's drawn at random (None: ``backend`` alone). RL in
+    #: one simulator moves the model's reading towards that renderer's look (measured 2026-12-06: +5 points in
+    #: MuJoCo, -3.5 in PyBullet); in both, neither renderer is the only one rewarded.
+    backends: tuple[str, ...] | None = None
+    #: Weight of the KL anchor: the mean per-decision KL(pi || pi_init) of the sampled steps (done, and pick and
+    #: place where the step was not done) to the model the run started from (0: none, the runs before 2026-12-06).
+    kl_coef: float = 0.0
+
+    def sims(self) -> tuple[str, ...]:
+        return tuple(self.backends) if self.backends else (self.backend,)
 
     def check(self) -> None:
         if not self.init_model:
             raise ValueError("init_model is empty; give the imitation model (model.pt of hrl-vla stage=bc)")
+        from sim.tabletop.physics import BACKENDS
+
+        for b in self.sims():
+            if b not in BACKENDS:
+                raise ValueError(f"unknown backend {b!r} in rl_backends; choose from {', '.join(BACKENDS)}")
+        if self.backends is not None and (not self.backends or len(set(self.backends)) != len(self.backends)):
+            raise ValueError(f"rl_backends must be distinct simulators (or null for backend), got {self.backends}")
+        if not 0.0 <= self.kl_coef <= 10.0:
+            raise ValueError(f"kl_coef must be in [0, 10] (0: no anchor), got {self.kl_coef}")
         if self.augment not in ("none", "strong"):
             raise ValueError(f"augment must be 'none' or 'strong', got {self.augment!r}")
         if self.executor not in ("kinematic", "skills"):
@@ -234,28 +253,52 @@ def validate_episodes(
     return out
 
 
-def log_probs(planner: Any, text: Any, steps: list[Step], texts: list[str]):
-    """Sum of log pi over the sampled decisions, per step (with gradients)."""
+def _forward(net: Any, text: Any, steps: list[Step], texts: list[str]):
     import torch
-    from torch.nn import functional as F  # noqa: N812
 
     from hierarchy.vla.model import pad_tokens
 
     tokens, mask = pad_tokens([text(t) for t in texts])
-    pl, ql, dl = planner.net(
+    return net(
         torch.from_numpy(np.stack([s.rgb for s in steps])),
         torch.from_numpy(np.stack([np.asarray(s.depth, dtype=np.float32) for s in steps])),
         torch.from_numpy(np.stack([s.proprio for s in steps])),
         tokens,
         mask,
     )
+
+
+def log_probs(planner: Any, text: Any, steps: list[Step], texts: list[str], ref: Any = None):
+    """Sum of log pi over the sampled decisions, per step (with gradients). With ``ref`` (a network of the same
+    shape, e.g. the model the run started from) also KL(pi || ref) per step: the done decision's, plus the pick
+    and place heatmaps' where the sampled step was not done (what that step's decision consisted of)."""
+    import torch
+    from torch.nn import functional as F  # noqa: N812
+
+    pl, ql, dl = _forward(planner.net, text, steps, texts)
     done = torch.tensor([s.done for s in steps], dtype=torch.float32)
     lp = -F.binary_cross_entropy_with_logits(dl, done, reduction="none")
     pick = torch.tensor([s.pick for s in steps])
     place = torch.tensor([s.place for s in steps])
     lp_pick = torch.log_softmax(pl.flatten(1), 1).gather(1, pick[:, None]).squeeze(1)
     lp_place = torch.log_softmax(ql.flatten(1), 1).gather(1, place[:, None]).squeeze(1)
-    return lp + (1 - done) * (lp_pick + lp_place)
+    out = lp + (1 - done) * (lp_pick + lp_place)
+    if ref is None:
+        return out
+    with torch.no_grad():
+        rpl, rql, rdl = _forward(ref, text, steps, texts)
+
+    def categorical_kl(logits: Any, ref_logits: Any) -> Any:
+        logp, ref_logp = torch.log_softmax(logits.flatten(1), 1), torch.log_softmax(ref_logits.flatten(1), 1)
+        return (logp.exp() * (logp - ref_logp)).sum(1)
+
+    p, rp = torch.sigmoid(dl), torch.sigmoid(rdl)
+    eps = 1e-6
+    kl_done = p * (torch.log(p + eps) - torch.log(rp + eps)) + (1 - p) * (
+        torch.log(1 - p + eps) - torch.log(1 - rp + eps)
+    )
+    kl = kl_done + (1 - done) * (categorical_kl(pl, rpl) + categorical_kl(ql, rql))
+    return out, kl
 
 
 def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[str, Any]:
@@ -272,11 +315,16 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "rl_config.json").write_text(json.dumps(asdict(cfg), indent=2, default=list))
     planner = VLAPlanner(model=cfg.init_model)
+    import copy
+
+    # the model the run started from, frozen (also on resume): the KL anchor, and the KL logged either way
+    ref = copy.deepcopy(planner.net).eval().requires_grad_(False)
     planner.net.train()
     opt = torch.optim.AdamW(planner.net.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
     text = TextCache(planner.embeddings)
     domain = TabletopDomain.with_skills() if cfg.executor == "skills" else TabletopDomain()
-    envs = {s: make_env(s, backend=cfg.backend) for s in cfg.scenes}
+    sims = cfg.sims()
+    envs = {(s, b): make_env(s, backend=b) for s in cfg.scenes for b in sims}
     tasks = {
         s: generate_tabletop(s, 400, split="train", seed=cfg.seed + 7, categories=cfg.categories) for s in cfg.scenes
     }
@@ -292,8 +340,17 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
         opt.load_state_dict(state["optimizer"])
         rng.bit_generator.state = state["rng"]
         start = int(state["step"])
+        lines = log.read_text().splitlines()
+        if lines and ",kl," not in lines[0]:  # a log from before the kl column: its rows get an empty one
+            log.write_text(
+                "\n".join(
+                    ["step,reward,success,groups_used,kl,seconds"]
+                    + [r.rsplit(",", 1)[0] + ",," + r.rsplit(",", 1)[1] for r in lines[1:]]
+                )
+                + "\n"
+            )
     else:
-        log.write_text("step,reward,success,groups_used,seconds\n")
+        log.write_text("step,reward,success,groups_used,kl,seconds\n")
     started = time.perf_counter()
     try:
         for step in tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="vla rl"):
@@ -305,8 +362,11 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
                 scene = cfg.scenes[si]
                 task = tasks[scene][int(rng.integers(len(tasks[scene])))]
                 seed = stage_layout_seed("rl", cfg.seed, si, step * cfg.tasks_per_step + k)
+                # one simulator per task (drawn only when there are several: one-simulator runs draw as before)
+                sim = sims[int(rng.integers(len(sims)))] if len(sims) > 1 else sims[0]
                 planner.net.eval()
-                group = [run_episode(planner, envs[scene], task, seed, rng, cfg, domain) for _ in range(cfg.group)]
+                env = envs[(scene, sim)]
+                group = [run_episode(planner, env, task, seed, rng, cfg, domain) for _ in range(cfg.group)]
                 planner.net.train()
                 r = np.array([g[1] for g in group])
                 rewards += list(r)
@@ -320,17 +380,21 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
                     batch_adv.append(float(a))
                     batch_steps += steps
                     batch_texts += [task.text] * len(steps)
+            kl_mean = 0.0
             if batch_steps:
-                lp = log_probs(planner, text, batch_steps, batch_texts)
+                lp, kl = log_probs(planner, text, batch_steps, batch_texts, ref=ref)
                 per_episode = torch.zeros(len(batch_adv)).index_add(0, torch.tensor(episode_index), lp)
                 loss = -(torch.tensor(batch_adv) * per_episode).sum() / max(1, cfg.tasks_per_step * cfg.group)
+                kl_mean = float(kl.detach().mean())
+                if cfg.kl_coef > 0:
+                    loss = loss + cfg.kl_coef * kl.mean()
                 opt.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(planner.net.parameters(), 1.0)
                 opt.step()
             with log.open("a") as f:
                 f.write(
-                    f"{step + 1},{np.mean(rewards):.4f},{np.mean(successes):.4f},{used},"
+                    f"{step + 1},{np.mean(rewards):.4f},{np.mean(successes):.4f},{used},{kl_mean:.5f},"
                     f"{time.perf_counter() - t0:.1f}\n"
                 )
             if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
@@ -349,7 +413,13 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
     model_path = run_dir / "model.pt"
     _save(
         model_path,
-        {**planner.meta, "state_dict": planner.net.state_dict(), "rl": {**asdict(cfg), "from": str(planner.path)}},
+        {
+            **planner.meta,
+            "state_dict": planner.net.state_dict(),
+            "rl": {**asdict(cfg), "from": str(planner.path)},
+            # every RL stage of the chain (a model RL'd again keeps its earlier stages' layouts out of the test)
+            "rl_stages": [*rl_stages(planner.meta), {**asdict(cfg), "from": str(planner.path)}],
+        },
     )
     rows = log.read_text().splitlines()[1:]
     result = {
@@ -362,6 +432,14 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
     (run_dir / "rl_result.json").write_text(json.dumps(result, indent=2))
     plot_rl_curve(run_dir)
     return result
+
+
+def rl_stages(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The RL stages a model went through, oldest first: ``rl_stages``, or for models written before it was kept
+    (2026-12-06) the one ``rl`` stage they record."""
+    if meta.get("rl_stages"):
+        return list(meta["rl_stages"])
+    return [meta["rl"]] if meta.get("rl") else []
 
 
 def plot_rl_curve(run_dir: str | Path, window: int = 10) -> Path | None:

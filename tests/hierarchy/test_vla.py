@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -331,6 +332,8 @@ def test_hrl_vla_command_line_refuses_bad_values(tmp_path):
     assert r.returncode == 2 and "init_model is empty" in r.stderr, r.stderr
     r = run("stage=val")
     assert r.returncode == 2 and "stage=val needs init_model=<model.pt>" in r.stderr, r.stderr
+    r = run("stage=rl", "init_model=x.pt", "rl_backends=[mujoco,gazebo]")
+    assert r.returncode == 2 and "unknown backend 'gazebo' in rl_backends" in r.stderr, r.stderr
     r = subprocess.run(
         [sys.executable, "-m", "hrl.vla", f"resume={tmp_path}/none"], capture_output=True, text=True, timeout=60
     )
@@ -489,3 +492,109 @@ def test_rl_reward_pays_an_early_end_less_than_running_out_of_steps():
         RLConfig(init_model="x", categories=("negatoin",)).check()
     with pytest.raises(ValueError, match="categories is empty"):
         RLConfig(init_model="x", categories=()).check()
+
+
+def test_rl_kl_anchor_is_zero_at_the_start_and_grows_as_the_policy_moves(trained):
+    """log_probs(ref=...): KL(pi || ref) per decision, 0 against itself, > 0 once the network has moved; the
+    sampled log-probabilities are the same with or without it."""
+    import copy
+
+    from hierarchy.vla.planner import VLAPlanner
+    from hierarchy.vla.rl import RLConfig, log_probs, run_episode
+    from hierarchy.vla.train import TextCache
+
+    run, _ = trained
+    planner = VLAPlanner(model=str(run / "model.pt"))
+    env = make_env("blocks", backend="mujoco")
+    try:
+        steps = []
+        for k in range(3):  # sampled episodes: some steps done, some not
+            steps += run_episode(
+                planner,
+                env,
+                TASKS[1],
+                layout_seed("train", 0, 0, k),
+                np.random.default_rng(k),
+                RLConfig(),
+                TabletopDomain(),
+            )[0]
+    finally:
+        env.close()
+    text, texts = TextCache(planner.embeddings), [TASKS[1].text] * len(steps)
+    ref = copy.deepcopy(planner.net).eval().requires_grad_(False)
+    lp, kl = log_probs(planner, text, steps, texts, ref=ref)
+    assert torch.allclose(lp, log_probs(planner, text, steps, texts)) and kl.shape == lp.shape
+    assert float(kl.detach().abs().max()) < 1e-5
+    opt = torch.optim.SGD(planner.net.parameters(), lr=1e-2)
+    (-lp.sum()).backward()
+    opt.step()
+    _, kl = log_probs(planner, text, steps, texts, ref=ref)
+    assert float(kl.detach().min()) >= -1e-6 and float(kl.detach().mean()) > 1e-4
+    with pytest.raises(ValueError, match=r"kl_coef must be in \[0, 10\].*got -0.1"):
+        RLConfig(init_model="x", kl_coef=-0.1).check()
+
+
+def test_rl_in_both_simulators_and_a_second_rl_stage_keeps_the_first_stages_layouts(trained, tmp_path):
+    """rl_backends=[mujoco, pybullet]: tasks are sampled in both renderers (an env of each is made and used); the
+    model written records every RL stage it went through, which benchmarks/vla.py keeps out of the test."""
+    import csv
+
+    from hierarchy.tabletop import make_env as real_make_env
+    from hierarchy.vla import rl as rl_module
+    from hierarchy.vla.rl import RLConfig, rl_stages, stage_layout_seed, train_rl
+
+    run, _ = trained
+    made, reset = [], []
+
+    def tracking_make_env(scene, backend="mujoco", **kw):
+        env = real_make_env(scene, backend=backend, **kw)
+        made.append(backend)
+        original = env.reset
+
+        def recording_reset(*a, **k):
+            reset.append(backend)
+            return original(*a, **k)
+
+        env.reset = recording_reset
+        return env
+
+    import hierarchy.tabletop
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(hierarchy.tabletop, "make_env", tracking_make_env)
+    try:
+        cfg = RLConfig(
+            init_model=str(run / "model.pt"),
+            scenes=("blocks",),
+            steps=3,
+            tasks_per_step=2,
+            group=2,
+            seed=3,
+            backends=("mujoco", "pybullet"),
+            kl_coef=0.1,
+        )
+        first = train_rl(cfg, tmp_path / "rl1", progress=False)
+    finally:
+        mp.undo()
+    assert sorted(made) == ["mujoco", "pybullet"] and set(reset) == {"mujoco", "pybullet"}
+    with open(tmp_path / "rl1" / "rl_log.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 and all(r["kl"] != "" for r in rows)
+    second = train_rl(
+        RLConfig(init_model=first["model"], scenes=("blocks",), steps=1, tasks_per_step=1, group=2, seed=4),
+        tmp_path / "rl2",
+        progress=False,
+    )
+    stages = rl_stages(torch.load(second["model"], weights_only=False))
+    assert [(s["seed"], s["steps"]) for s in stages] == [(3, 3), (4, 1)]
+    assert list(stages[0]["backends"]) == ["mujoco", "pybullet"] and stages[0]["kl_coef"] == 0.1
+    from benchmarks.vla import demo_seeds
+
+    seeds, _, _ = demo_seeds(Path(second["model"]))
+    assert {stage_layout_seed("rl", 3, 0, i) for i in range(6)} <= seeds
+    assert {stage_layout_seed("rl", 4, 0, 0)} <= seeds
+    with pytest.raises(ValueError, match="unknown backend 'gazebo' in rl_backends"):
+        RLConfig(init_model="x", backends=("mujoco", "gazebo")).check()
+    with pytest.raises(ValueError, match="rl_backends must be distinct"):
+        RLConfig(init_model="x", backends=("mujoco", "mujoco")).check()
+    assert rl_module.RLConfig(backend="pybullet").sims() == ("pybullet",)
