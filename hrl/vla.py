@@ -38,6 +38,7 @@ class VLAConfig:
     seed: int = 0
     image_size: int = 96
     out: str | None = None
+    split_seed: int = 0  # the generator's split (stage=data, rl and val): which templates and words are val's
     # stage=bc
     train_data: list[str] = field(default_factory=list)
     val_data: list[str] = field(default_factory=list)
@@ -93,6 +94,7 @@ class VLAConfig:
             episodes=self.episodes,
             split=self.split,
             seed=self.seed,
+            split_seed=self.split_seed,
             image_size=self.image_size,
         )
 
@@ -117,6 +119,7 @@ class VLAConfig:
             augment=self.rl_augment,
             backends=tuple(self.rl_backends) if self.rl_backends is not None else None,
             kl_coef=self.kl_coef,
+            split_seed=self.split_seed,
         )
 
     def bc_config(self):
@@ -181,7 +184,12 @@ def _run(config: VLAConfig, run_dir: Path) -> int:
                 from hierarchy.vla.rl import validate_episodes
 
                 val = validate_episodes(
-                    config.init_model, tuple(config.scenes), config.episodes, config.seed, config.backend
+                    config.init_model,
+                    tuple(config.scenes),
+                    config.episodes,
+                    config.seed,
+                    config.backend,
+                    split_seed=config.split_seed,
                 )
                 (run_dir / "val_episodes.json").write_text(json.dumps(val, indent=2))
                 scores = ", ".join(f"{s} {val[s]:.0%}" for s in config.scenes)

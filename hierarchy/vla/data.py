@@ -56,6 +56,9 @@ class DataConfig:
     episodes: int = 300  # per scene
     split: str = "train"
     seed: int = 0
+    #: Which templates and words are val's (the generator's ``split_seed``); the same for every ``seed``, so train
+    #: files drawn with several seeds hold none of a val file's phrasings. Until 2026-12-06 the split was ``seed``.
+    split_seed: int = 0
     image_size: int = 96
     light: tuple[float, float] = (0.6, 1.3)  # intensity range
     light_turn: float = 0.25  # std of the direction's perturbation
@@ -235,7 +238,7 @@ def episodes(cfg: DataConfig) -> Iterator[tuple[str, int, TabletopTask, dict]]:
         else:
             from llm_planner.posttrain.tabletop_instructions import generate_tabletop
 
-            tasks = generate_tabletop(scene, cfg.episodes, split=cfg.split, seed=cfg.seed)
+            tasks = generate_tabletop(scene, cfg.episodes, split=cfg.split, seed=cfg.seed, split_seed=cfg.split_seed)
         if not tasks:
             raise ValueError(f"no tasks for scene {scene!r} (split {cfg.split!r})")
         env = make_env(scene, backend=cfg.backend)
@@ -317,7 +320,8 @@ def write_card(path: Path, summary: dict[str, Any]) -> Path:
         f"- What: the oracle's next pick-and-place step for tabletop instructions, seen through the front camera "
         f"({cfg['image_size']} px RGB + depth), with the TCP and finger width\n"
         f"- Split: {cfg['split']} (instructions from `llm_planner.posttrain.tabletop_instructions`, templates and "
-        "words of this split only; the shipped `tabletop_language*` suites are the test set and never appear)\n"
+        f"words of this split of split seed {cfg.get('split_seed', cfg['seed'])} only; the shipped "
+        "`tabletop_language*` suites are the test set and never appear)\n"
         f"- Scenes: {', '.join(f'{k} ({v} episodes)' for k, v in summary['per_scene'].items())}; "
         f"simulator {cfg['backend']}; layout seeds in each demo's `seed` attribute (the benchmark checks that no "
         "evaluation layout is among them)\n"
@@ -346,6 +350,18 @@ class Samples:
 
     def __len__(self) -> int:
         return len(self.actions)
+
+
+def file_split(path: str | Path) -> tuple[str, int | None]:
+    """(split, split seed) of a demonstration file: its generator's ``split_seed``, or for files written before it
+    was kept (2026-12-06) its ``seed`` (the generator's split followed the seed then); None for fixed tasks."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        gen = json.loads(f["data"].attrs["generator"])
+    if gen.get("tasks") == "fixed list":
+        return gen["split"], None
+    return gen["split"], int(gen.get("split_seed", gen["seed"]))
 
 
 def read_dataset(paths: str | Path | Sequence[str | Path], split: str | None = None) -> Samples:

@@ -60,6 +60,8 @@ class RLConfig:
     #: Weight of the KL anchor: the mean per-decision KL(pi || pi_init) of the sampled steps (done, and pick and
     #: place where the step was not done) to the model the run started from (0: none, the runs before 2026-12-06).
     kl_coef: float = 0.0
+    #: The generator's split seed RL draws its train-split instructions from (hierarchy.vla.data.DataConfig's).
+    split_seed: int = 0
 
     def sims(self) -> tuple[str, ...]:
         return tuple(self.backends) if self.backends else (self.backend,)
@@ -217,6 +219,7 @@ def validate_episodes(
     seed: int = 0,
     backend: str = "mujoco",
     progress: bool = True,
+    split_seed: int = 0,
     **planner_params: Any,
 ) -> dict[str, Any]:
     """End-to-end success on the generator's val split (unseen templates and words), each task in a fresh layout
@@ -231,13 +234,37 @@ def validate_episodes(
 
     planner = VLAPlanner(model=model, **planner_params)
     domain, cfg, rng = TabletopDomain(), RLConfig(init_model=model), np.random.default_rng(seed)
-    out: dict[str, Any] = {"model": str(planner.path), "episodes_per_scene": episodes, "seed": seed}
+    seen = training_split_seeds(planner.meta)
+    unseen = None if seen is None else seen <= {split_seed}
+    out: dict[str, Any] = {
+        "model": str(planner.path),
+        "episodes_per_scene": episodes,
+        "seed": seed,
+        "split_seed": split_seed,
+        # whether the val templates and words are unseen by the model: its demonstrations and RL drew train
+        # splits of this split seed only (None: its demonstration files are not on this machine)
+        "unseen_phrasings": unseen,
+        "training_split_seeds": None if seen is None else sorted(seen),
+    }
+    if not unseen:
+        import sys
+
+        why = (
+            f"its training drew the train splits of split seeds {sorted(seen)}"
+            if seen is not None
+            else "its demonstration files are not on this machine, so their split seeds are unknown"
+        )
+        print(
+            f"warning: val split seed {split_seed} may not be unseen by {planner.path}: {why}; this val measures "
+            "new combinations, not phrasings and words training never saw",
+            file=sys.stderr,
+        )
     wins, by_category = [], {}
     with tqdm(total=episodes * len(scenes), desc="vla val", disable=not progress) as bar:
         for si, scene in enumerate(scenes):
             env = make_env(scene, backend=backend)
             try:
-                tasks = generate_tabletop(scene, episodes, split="val", seed=seed + 11)
+                tasks = generate_tabletop(scene, episodes, split="val", seed=seed + 11, split_seed=split_seed)
                 ok = []
                 for i, task in enumerate(tasks):
                     layout = stage_layout_seed("val", seed, si, i)
@@ -326,7 +353,10 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
     sims = cfg.sims()
     envs = {(s, b): make_env(s, backend=b) for s in cfg.scenes for b in sims}
     tasks = {
-        s: generate_tabletop(s, 400, split="train", seed=cfg.seed + 7, categories=cfg.categories) for s in cfg.scenes
+        s: generate_tabletop(
+            s, 400, split="train", seed=cfg.seed + 7, categories=cfg.categories, split_seed=cfg.split_seed
+        )
+        for s in cfg.scenes
     }
     rng = np.random.default_rng(cfg.seed)
     log = run_dir / "rl_log.csv"
@@ -432,6 +462,27 @@ def train_rl(cfg: RLConfig, run_dir: str | Path, progress: bool = True) -> dict[
     (run_dir / "rl_result.json").write_text(json.dumps(result, indent=2))
     plot_rl_curve(run_dir)
     return result
+
+
+def training_split_seeds(meta: dict[str, Any]) -> set[int] | None:
+    """The generator split seeds whose train splits a model learned from: its demonstrations' (``split_seeds`` in
+    model.pt, or read from the files it names) and its RL stages' (before 2026-12-06 RL drew with split seed
+    ``seed + 7``); None when a demonstration file is neither recorded nor on this machine."""
+    seeds: set[int] = set()
+    if meta.get("split_seeds") is not None:
+        seeds |= set(meta["split_seeds"])
+    else:
+        from hierarchy.vla.data import file_split
+
+        for f in meta.get("trained_on", []):
+            if not Path(f).is_file():
+                return None
+            s = file_split(f)[1]
+            if s is not None:
+                seeds.add(s)
+    for stage in rl_stages(meta):
+        seeds.add(int(stage["split_seed"]) if "split_seed" in stage else int(stage["seed"]) + 7)
+    return seeds
 
 
 def rl_stages(meta: dict[str, Any]) -> list[dict[str, Any]]:

@@ -230,6 +230,26 @@ def _save(path: Path, payload: dict) -> None:
     os.replace(tmp, path)
 
 
+def check_splits(train_data: list[str], val_data: list[str]) -> list[int]:
+    """The split seeds of the training files (sorted); refuses val files whose phrasings training may have seen:
+    a val file must be of split ``val`` and of the one split seed every training file shares."""
+    from hierarchy.vla.data import file_split
+
+    train = {str(p): file_split(p) for p in train_data}
+    seeds = sorted({s for _, s in train.values() if s is not None})
+    for p, (split, seed) in {str(p): file_split(p) for p in val_data}.items():
+        if split != "val":
+            raise ValueError(f"val_data {p} is of split {split!r}; give files of `hrl-vla stage=data split=val`")
+        if seed is not None and seeds != [seed]:
+            raise ValueError(
+                f"val_data {p} holds out the templates and words of split seed {seed}, but train_data was drawn "
+                f"with split seeds {seeds} ({', '.join(f'{k}: {v[1]}' for k, v in train.items())}): another split "
+                f"seed's train split holds what that val holds out. Draw every file with the same split_seed "
+                f"(hrl-vla stage=data split_seed={seed} ...)"
+            )
+    return seeds
+
+
 def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str, Any]:
     """Train (or continue, with ``cfg.resume``) and write the run directory; returns result.json's content."""
     import torch
@@ -244,6 +264,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     run_dir.mkdir(parents=True, exist_ok=True)
     train_set = read_dataset(cfg.train_data)
     val_set = read_dataset(cfg.val_data) if cfg.val_data else None
+    split_seeds = check_splits(cfg.train_data, cfg.val_data)
     size = int(train_set.rgb.shape[1])
     embeddings = token_embeddings()
     text = TextCache(embeddings)
@@ -329,6 +350,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
             "state_dict": {k: v.cpu() for k, v in net.state_dict().items()},
             "text": {"source": embeddings.source, "fingerprint": embeddings.fingerprint},
             "trained_on": [str(p) for p in cfg.train_data],
+            "split_seeds": split_seeds,  # the generator split seeds of its demonstrations (hierarchy.vla.data)
             "steps": cfg.steps,
         },
     )

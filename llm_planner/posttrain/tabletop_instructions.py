@@ -27,13 +27,16 @@ typo       a single instruction with a typing error in a word that names a block
 
 A category a scene cannot express is skipped (``blocks`` has no places: no sort or clear).
 
-**Splits by template and by vocabulary** (train / val). Per seed, each template family (the sentence frames, the
+**Splits by template and by vocabulary** (train / val). Per *split seed* (``split_seed``, default 0, apart from the
+``seed`` that draws the instructions), each template family (the sentence frames, the
 clause verbs, the connectors, the forms of indirect, negated and relational references, the fillers) is shuffled
 and cut 70 / 30 %; and every synonym (colour words beyond the plain one, size words, object and place nouns, the
 ``like`` phrases of indirect colours) is held out for val by a seeded hash of the word itself, so a word has the
 same split in every scene. The plain words (red, big, block, bin) are in both: they are what a model must always
 read. A val instruction uses only val templates and plain or val words: it reads phrasings and words training
-never saw.
+never saw -- as long as training and val share the split seed. Until 2026-12-06 the split followed ``seed``, so
+train sets drawn with several seeds (the VLA's demonstrations: seeds 0, 2, 3 and 4) held every template and word
+of a val drawn with another seed; the split seed is now fixed unless given.
 
 **The test set**: the instructions of ``tabletop_language``, ``tabletop_language_sort`` and
 ``tabletop_language_clear`` are never generated (an instruction whose normalised text equals one is dropped, and
@@ -579,13 +582,22 @@ def _slots(template: str) -> set[str]:
 class TabletopInstructionGenerator:
     """Generates :class:`TabletopInstruction` s for one scene and seed; ``generate(split, n)`` is deterministic."""
 
-    def __init__(self, scene: TabletopScene | str | Path, vocabulary: SceneVocabulary | None = None, seed: int = 0):
+    def __init__(
+        self,
+        scene: TabletopScene | str | Path,
+        vocabulary: SceneVocabulary | None = None,
+        seed: int = 0,
+        split_seed: int = 0,
+    ):
         self.scene = scene if isinstance(scene, TabletopScene) else load_scene(scene)
         self.vocab = vocabulary if vocabulary is not None else load_tabletop_vocabulary(self.scene)
         if self.vocab.scene != self.scene.name:
             raise ValueError(f"vocabulary of scene {self.vocab.scene!r} given for scene {self.scene.name!r}")
-        self.seed = seed
-        self.allowed = split_templates(seed)
+        if not isinstance(split_seed, int) or isinstance(split_seed, bool):
+            raise ValueError(f"split_seed must be an integer, got {split_seed!r}")
+        self.seed = seed  # what is drawn
+        self.split_seed = split_seed  # which templates and words are train's and val's
+        self.allowed = split_templates(split_seed)
         s = self.scene
         self.objects = [o.name for o in s.objects]
         self.places = [p.name for p in s.places]
@@ -604,7 +616,7 @@ class TabletopInstructionGenerator:
         if any(self.size[o] and self._matching(size=self.size[o]) != list(self.objects) for o in self.objects):
             out.append("attribute")
         likes = [w for c in {self.color[o] for o in self.objects} for w in self.vocab.like.get(c, ())]
-        if any(split is None or word_split(self.seed, "like", w) == split for w in likes):
+        if any(split is None or word_split(self.split_seed, "like", w) == split for w in likes):
             out.append("indirect")
         if self._sort_map():
             out.append("sort")
@@ -676,7 +688,7 @@ class TabletopInstructionGenerator:
     # -- words ---------------------------------------------------------------------------------------------------
     def _word(self, d: _Draft, kind: str, words: Sequence[str], plain: float = 0.6) -> str:
         """The plain word (``words[0]``) with probability ``plain``, else a synonym of the draft's split."""
-        synonyms = [w for w in words[1:] if word_split(self.seed, kind, w) == d.split]
+        synonyms = [w for w in words[1:] if word_split(self.split_seed, kind, w) == d.split]
         if not synonyms or d.rng.random() < plain:
             return words[0]
         w = d.rng.choice(synonyms)
@@ -1045,7 +1057,7 @@ class TabletopInstructionGenerator:
 
     def _like(self, d: _Draft, color: str) -> str | None:
         """A thing of ``color`` from the split's like phrases ("egg yolk")."""
-        likes = [w for w in self.vocab.like.get(color, ()) if word_split(self.seed, "like", w) == d.split]
+        likes = [w for w in self.vocab.like.get(color, ()) if word_split(self.split_seed, "like", w) == d.split]
         if not likes:
             return None
         like = d.rng.choice(likes)
@@ -1243,23 +1255,37 @@ def generate_tabletop(
     split: str = "train",
     seed: int = 0,
     categories: Sequence[str] | None = None,
+    split_seed: int = 0,
 ) -> list[TabletopTask]:
     """``n`` distinct generated tasks of ``split`` ("train" or "val") in ``scene`` (a scene with a vocabulary:
     a shipped name, a scene path or a :class:`TabletopScene`), categories (all the scene can express, or
-    ``categories``) in turn; deterministic for a seed, other seeds give other sets."""
-    items, _ = TabletopInstructionGenerator(scene, seed=seed).generate(split, n, categories)
+    ``categories``) in turn; deterministic for a seed, other seeds give other sets. ``split_seed`` fixes which
+    templates and words are val's, whatever ``seed``: train sets drawn with several seeds never hold a val
+    template or word of the same ``split_seed``."""
+    items, _ = TabletopInstructionGenerator(scene, seed=seed, split_seed=split_seed).generate(split, n, categories)
     return [i.task() for i in items]
 
 
-def write_dataset(scenes: Sequence[str], n: int, n_val: int, seed: int, out: str | Path) -> dict[str, Any]:
+def write_dataset(
+    scenes: Sequence[str], n: int, n_val: int, seed: int, out: str | Path, split_seed: int = 0
+) -> dict[str, Any]:
     """``<out>/train.jsonl`` and ``val.jsonl`` (``n`` and ``n_val`` instructions shared equally by ``scenes``) and
     ``card.json`` (seed, sizes, counts per category, what was dropped); returns the card."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     sizes = {"train": n, "val": n_val}
-    card: dict[str, Any] = {"seed": seed, "scenes": list(scenes), "sizes": sizes, "val_fraction": VAL_FRACTION,
-                            "test_suites": list(TEST_SUITES), "counts": {}, "dropped": {}, "templates": {}}  # fmt: skip
-    generators = [TabletopInstructionGenerator(s, seed=seed) for s in scenes]
+    card: dict[str, Any] = {
+        "seed": seed,
+        "split_seed": split_seed,
+        "scenes": list(scenes),
+        "sizes": sizes,
+        "val_fraction": VAL_FRACTION,
+        "test_suites": list(TEST_SUITES),
+        "counts": {},
+        "dropped": {},
+        "templates": {},
+    }
+    generators = [TabletopInstructionGenerator(s, seed=seed, split_seed=split_seed) for s in scenes]
     for split in SPLITS:
         rows = []
         for k, gen in enumerate(generators):
@@ -1288,14 +1314,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--n", type=int, default=1000, help="train instructions (all scenes together)")
     parser.add_argument("--n-val", type=int, default=None, help="val instructions (default max(50, n/10))")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="draws the instructions")
+    parser.add_argument("--split-seed", type=int, default=0, help="which templates and words are val's")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error(f"--n must be >= 1, got {args.n}")
     n_val = max(50, args.n // 10) if args.n_val is None else args.n_val
     try:
-        card = write_dataset(args.scenes or scenes_with_vocabulary(), args.n, n_val, args.seed, args.out)
+        card = write_dataset(
+            args.scenes or scenes_with_vocabulary(), args.n, n_val, args.seed, args.out, split_seed=args.split_seed
+        )
     except ValueError as err:
         parser.error(str(err))
     argv_used = sys.argv[1:] if argv is None else argv

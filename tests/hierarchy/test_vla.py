@@ -598,3 +598,36 @@ def test_rl_in_both_simulators_and_a_second_rl_stage_keeps_the_first_stages_layo
     with pytest.raises(ValueError, match="rl_backends must be distinct"):
         RLConfig(init_model="x", backends=("mujoco", "mujoco")).check()
     assert rl_module.RLConfig(backend="pybullet").sims() == ("pybullet",)
+
+
+def test_val_files_and_the_val_stage_hold_out_phrasings_only_of_the_split_seed_training_drew(tmp_path, trained):
+    """Demonstrations record their generator split seed; training refuses a val file of another split seed (its
+    held-out phrasings are another seed's training phrasings), and the val stage says whether its phrasings are
+    unseen by the model."""
+    from hierarchy.vla.data import file_split
+    from hierarchy.vla.rl import training_split_seeds, validate_episodes
+    from hierarchy.vla.train import check_splits
+
+    def make(name, split, seed, split_seed):
+        cfg = DataConfig(scenes=("blocks",), episodes=1, split=split, seed=seed, split_seed=split_seed, image_size=64)
+        write_dataset(tmp_path / name, cfg)
+        return str(tmp_path / name)
+
+    train_a, train_b = make("a.hdf5", "train", 2, 0), make("b.hdf5", "train", 3, 0)
+    val_0, val_1 = make("v0.hdf5", "val", 1, 0), make("v1.hdf5", "val", 1, 1)
+    assert file_split(train_b) == ("train", 0) and file_split(val_1) == ("val", 1)
+    assert check_splits([train_a, train_b], [val_0]) == [0]
+    with pytest.raises(ValueError, match=r"v1.hdf5 holds out the templates and words of split seed 1.*split_seed=1"):
+        check_splits([train_a, train_b], [val_1])
+    with pytest.raises(ValueError, match=r"b.hdf5 is of split 'train'"):
+        check_splits([train_a], [train_b])
+    assert check_splits([train_a, val_1], []) == [0, 1]  # no val: mixed split seeds may train a final model
+    # the val stage: a model of split seed 0's train split reads seed 0's val as unseen, seed 1's not
+    meta = {"split_seeds": [0], "rl_stages": [{"seed": 0}]}  # an RL stage from before split_seed: seed + 7
+    assert training_split_seeds(meta) == {0, 7}
+    assert training_split_seeds({"trained_on": [str(tmp_path / "gone.hdf5")]}) is None
+    assert training_split_seeds({"trained_on": [train_a, val_1]}) == {0, 1}
+    run, _ = trained  # its demonstrations are fixed tasks: no generator phrasings at all
+    out = validate_episodes(str(run / "model.pt"), ("blocks",), episodes=2, progress=False, split_seed=1)
+    assert out["unseen_phrasings"] is True and out["training_split_seeds"] == [] and out["split_seed"] == 1
+    assert torch.load(run / "model.pt", weights_only=False)["split_seeds"] == []

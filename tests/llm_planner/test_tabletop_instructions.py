@@ -96,6 +96,27 @@ def test_the_interface_the_vla_planner_uses():
         generate_tabletop("blocks", 3, categories=["stak"])
 
 
+def test_train_sets_drawn_with_any_seed_hold_nothing_a_val_of_another_seed_holds_out(generated):
+    """The split follows ``split_seed`` (default 0), not ``seed``: train data drawn with several seeds (the VLA's
+    demonstrations) and a val drawn with yet another share no template and no synonym. Before 2026-12-06 the
+    split followed the seed, and four train seeds held every template of another seed's val."""
+    train_t = {
+        t for (_sd, _sc, split), items in generated.items() if split == "train" for i in items for t in i.templates
+    }
+    train_w = {w for (_sd, _sc, split), items in generated.items() if split == "train" for i in items for w in i.words}
+    val = [i for scene in SCENES for i in TabletopInstructionGenerator(scene, seed=7).generate("val", 60)[0]]
+    assert val and not {t for i in val for t in i.templates} & train_t
+    assert not {w for i in val for w in i.words} & train_w
+    # another split seed is another cut: its val templates are split_templates(1)'s, and some were seed 0's train
+    other = TabletopInstructionGenerator("sort", seed=7, split_seed=1).generate("val", 60)[0]
+    allowed = {f"{fam}/{i}" for fam, ids in split_templates(1)["val"].items() for i in ids}
+    assert {t for i in other for t in i.templates} <= allowed
+    assert {t for i in other for t in i.templates} & train_t
+    assert generate_tabletop("blocks", 10, "val", seed=3, split_seed=1) != generate_tabletop("blocks", 10, "val", 3)
+    with pytest.raises(ValueError, match="split_seed must be an integer, got '1'"):
+        TabletopInstructionGenerator("blocks", split_seed="1")
+
+
 def test_every_gold_is_a_valid_suite_episode_of_its_scene(generated):
     for (_seed, scene, split), items in generated.items():
         suite = {
