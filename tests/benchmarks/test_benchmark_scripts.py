@@ -306,3 +306,29 @@ def test_tabletop_language_names_a_missing_adapter(tmp_path):
         timeout=300,
     )
     assert out.returncode == 2 and f"--adapter {missing}: no such file" in out.stderr
+
+
+def test_text_probe_scores_a_separable_feature_and_not_noise_and_reads_no_test_phrase():
+    from benchmarks import text_probe
+    from hierarchy.suites import load_tabletop_suite
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(5), 20)
+    train = rng.random(len(y)) < 0.6
+    separable = np.eye(5)[y] * 3 + rng.normal(0, 0.3, (len(y), 5))
+    assert text_probe.probe(separable, y, train) == int((~train).sum())
+    noise = rng.normal(0, 1, (len(y), 50))
+    assert text_probe.probe(noise, y, train) < 0.5 * int((~train).sum())
+    phrases = text_probe.like_phrases()
+    assert len(phrases) >= 40 and len(set(phrases.values())) >= 8
+    tests = " ".join(
+        t.text.lower() for s in ("", "_sort", "_clear") for t in load_tabletop_suite(f"tabletop_language{s}").tasks
+    )
+    assert not [p for p in phrases if f"colour of {p.lower()}" in tests]
+
+
+@pytest.mark.slow
+def test_text_probe_quick_prints_json_last():
+    figures = run_benchmark("text_probe", "--quick", "--no-record", "--threads", "2", timeout=600)
+    assert figures["split_seeds"] == 1 and figures["things"] >= 40
+    assert all(0.0 <= r["val_accuracy"] <= 1.0 for r in figures["probe"].values())
