@@ -118,11 +118,12 @@ def test_reach_on_an_independent_arm_within_limits_and_workspace(processes, rclp
     goal = (0.1, 0.1, 0.1)
     arm.send(*goal)
     status = arm.next_status()
-    assert status["outcome"] == "reached", status
+    assert status["outcome"] == "reached", (status, arm.log())
     spin_until(rclpy_node, lambda: False, 0.3)  # the last trajectory runs out
     assert math.dist(arm.tcp, goal) < TOLERANCE + SLACK, (arm.tcp, status)
     arm.send(-0.1, -0.1, 0.25)
-    assert arm.next_status()["outcome"] == "reached"
+    status = arm.next_status()
+    assert status["outcome"] == "reached", (status, arm.log())
     within_limits(arm)
     spin_until(rclpy_node, lambda: False, 0.3)
 
