@@ -43,6 +43,7 @@ from llm_planner.tabletop import (
 )
 from sim.tabletop.env import GOAL_MODES, TCP_STEP, PandaTabletopEnv
 from sim.tabletop.scene import BIN_WALL_THICKNESS
+from sim.wrappers import set_goal
 
 #: Carry height (m above the table) of a picked object, the clearance over a target before lowering, and the
 #: height over an object from which the pick-and-place skill grasps it (the reach skill brings the open gripper).
@@ -318,7 +319,8 @@ class LearnedSkill:
     def run(self, env: Any, step: Step, max_steps: int, on_step: Callable[[], None]) -> SkillResult:
         e = env.unwrapped
         goal = np.asarray(step.goal(env), dtype=float)
-        env.set_goal(goal, object=step.object) if self.goal_mode != "reach" else env.set_goal(goal)
+        # through the env's wrappers (an ActionLatency in front of it does not define set_goal)
+        set_goal(env, goal, object=step.object) if self.goal_mode != "reach" else set_goal(env, goal)
         best, best_at, k = math.inf, 0, 0
         budget = min(step.budget, max_steps)
         obs = e.observation_as(self.goal_mode, self.block_gripper)

@@ -1,4 +1,5 @@
-"""Ship a trained policy: copy a run's best model into hrl/policies/<name>/ with a manifest.
+"""Ship a trained policy: copy a run's best model (or ``--model final``, its last weights) into hrl/policies/<name>/
+with a manifest.
 
     python scripts/ship_policy.py runs/train/rover_local/<time> --name rover_local
     python scripts/ship_policy.py runs/skills/panda_reach --name panda_reach
@@ -91,6 +92,12 @@ def main() -> int:
         action="store_true",
         help="ship a run stopped before its total_steps (figures from metrics.csv)",
     )
+    parser.add_argument(
+        "--model",
+        choices=["best", "final"],
+        default="best",
+        help="the run's best evaluation (the earliest of equals) or its last weights (final_model.zip)",
+    )
     args = parser.parse_args()
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
@@ -101,7 +108,9 @@ def main() -> int:
     from hrl.policy import SHIPPED_DIR, sidecar_path
 
     run = args.run_dir
-    model = run / "best_model.zip"
+    model = run / f"{args.model}_model.zip"
+    if args.model == "final" and args.incomplete:
+        parser.error("--model final needs a complete run (a run stopped early has no final_model.zip)")
     needed = [model, sidecar_path(model), run / "run_info.json", run / ".hydra" / "config.yaml", run / "metrics.csv"]
     if not args.incomplete:
         needed += [run / "summary.json", run / "learning_curve.png"]
@@ -150,6 +159,7 @@ def main() -> int:
     manifest = {
         "name": args.name,
         "file": "model.zip",
+        "shipped_model": model.name,  # of the run: its best evaluation's weights or its last
         "algorithm": sidecar["algo"]["name"],
         "trained_steps": sidecar["trained_steps"],
         "command": info[0]["command"],

@@ -230,18 +230,29 @@ class SensorNoise(_ForEmbodiment, _Noisy, gym.Wrapper, gym.utils.RecordConstruct
         return obs, reward, terminated, truncated, info | {"odometry_error": self.noise.error.tolist()}
 
 
-class ActionLatency(_ForEmbodiment, gym.Wrapper, gym.utils.RecordConstructorArgs):
+class ActionLatency(_ForEmbodiment, _Seeded, gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Each command takes effect ``steps`` control periods after the policy sent it (zeros before: the rover
-    stands, the arm holds its pose and its gripper). Any env with a Box action."""
+    stands, the arm holds its pose and its gripper). Any env with a Box action. ``steps`` as ``[low, high]``
+    draws the delay per episode (uniform integers, seeded by ``reset(seed=...)``), for training a policy that
+    copes with a loop whose latency varies; the episode's delay is ``info["latency_steps"]`` at reset."""
 
-    def __init__(self, env: gym.Env, steps: int = 1) -> None:
+    salt = 6
+
+    def __init__(self, env: gym.Env, steps: Any = 1) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, steps=steps)
         gym.Wrapper.__init__(self, env)
-        self.delay = _DelayLine(steps, _box_shape(env, "action_latency"))
+        self.range = _range("steps", steps, integer=True)
+        self.delay = _DelayLine(self.range[0], _box_shape(env, "action_latency"))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
-        self.delay.reset()
-        return self.env.reset(seed=seed, options=options)
+        low, high = self.range
+        if low == high:  # a fixed delay draws nothing
+            self.delay.reset()
+        else:
+            self._reseed(seed)
+            self.delay.reset(int(self.rng.integers(low, high + 1)))
+        obs, info = self.env.reset(seed=seed, options=options)
+        return obs, info | {"latency_steps": self.delay.steps}
 
     def step(self, action: Any) -> tuple[dict, float, bool, bool, dict]:
         return self.env.step(self.delay(action))

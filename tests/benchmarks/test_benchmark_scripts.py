@@ -332,3 +332,15 @@ def test_text_probe_quick_prints_json_last():
     figures = run_benchmark("text_probe", "--quick", "--no-record", "--threads", "2", timeout=600)
     assert figures["split_seeds"] == 1 and figures["things"] >= 40
     assert all(0.0 <= r["val_accuracy"] <= 1.0 for r in figures["probe"].values())
+
+
+def test_skill_latency_quick_runs_the_reach_as_the_hierarchy_does_and_prints_json_last():
+    figures = run_benchmark("skill_latency", "--quick", "--no-record", timeout=300)
+    cells = figures["cells"]
+    assert list(cells) == ["shipped:panda_reach/latency0", "shipped:panda_reach/latency1"]
+    for cell in cells.values():
+        assert cell["goals"] == 40 and sum(cell["outcomes"].values()) == 40
+        assert cell["reached_ci95"][0] <= cell["reached"] <= cell["reached_ci95"][1]
+    assert cells["shipped:panda_reach/latency0"]["reached"] >= 0.9
+    # a late command takes the reach more steps (the same goals and starts in both cells)
+    assert cells["shipped:panda_reach/latency1"]["mean_steps"] > cells["shipped:panda_reach/latency0"]["mean_steps"]

@@ -192,6 +192,8 @@ def test_wrapped_env_passes_checkers_and_trains_with_her():
         ([{"name": "sensor_noise", "lidar_std": -0.1}], r"wrappers\[0\] \(sensor_noise\): lidar_std must be a number"),
         ([{"name": "sensor_noise", "dropout": 1.5}], r"dropout must be a number >= 0.0 and <= 1.0, got 1.5"),
         ([{"name": "action_latency", "steps": 0.5}], r"steps must be an integer >= 0"),
+        ([{"name": "action_latency", "steps": [2, 1]}], r"steps range \[2, 1\] has low > high"),
+        ([{"name": "action_latency", "steps": [0, 1.5]}], r"steps must be an integer >= 0 \(control periods\)"),
         ([{"name": "domain_randomization", "mass_scale": [1.2, 0.8]}], r"mass_scale range \[1.2, 0.8\] has low > high"),
         ([{"name": "domain_randomization", "friction": [0.0, 1.0]}], r"friction must be a number > 0.0"),
         ([{"lidar_std": 0.1}], r"wrappers\[0\] must be a wrapper name or a mapping with a 'name' key"),

@@ -70,6 +70,28 @@ def test_action_latency_delays_tabletop_commands_by_k_steps(mode, steps):
     np.testing.assert_allclose(applied[steps:], sent[: 6 - steps], atol=1e-7)
 
 
+def test_action_latency_range_draws_each_episodes_delay_seeded():
+    """steps=[0, 2]: every episode's commands arrive late by the delay its reset drew and reported."""
+    env = make([{"name": "action_latency", "steps": [0, 2]}], goal_mode="pick_place")
+    applied = spy_on_actions(env)
+    n = env.action_space.shape[0]
+    drawn = {}
+    for seed in range(12):
+        _, info = env.reset(seed=seed)
+        k = drawn[seed] = info["latency_steps"]
+        applied.clear()
+        sent = [env.action_space.sample() for _ in range(5)]
+        for action in sent:
+            env.step(action)
+        np.testing.assert_array_equal(np.reshape(applied[:k], (k, n)), np.zeros((k, n)))
+        np.testing.assert_allclose(applied[k:], sent[: 5 - k], atol=1e-7)
+    assert set(drawn.values()) == {0, 1, 2}  # the whole range, not one value
+    for seed in (3, 7):
+        assert env.reset(seed=seed)[1]["latency_steps"] == drawn[seed]  # seeded
+    fixed = make([{"name": "action_latency", "steps": 2}])
+    assert {fixed.reset(seed=s)[1]["latency_steps"] for s in range(5)} == {2}
+
+
 def test_action_rate_limit_bounds_the_tcp_acceleration_not_the_gripper():
     env = make([{"name": "action_rate_limit", "max_linear_acceleration": 5.0}], goal_mode="pick_place")
     applied = spy_on_actions(env)
