@@ -85,3 +85,16 @@ def test_ship_policy_reads_a_run_stopped_early_from_its_metrics(tmp_path):
         "training_total_steps": 15000,
         "best_eval_success_during_training": 0.6,
     }
+
+
+def test_ship_policy_final_model_needs_a_complete_run_and_its_file(tmp_path):
+    import subprocess
+    import sys
+
+    script = str(ROOT / "scripts" / "ship_policy.py")
+    run = [sys.executable, script, str(tmp_path), "--name", "x", "--model", "final"]
+    both = subprocess.run([*run, "--incomplete"], capture_output=True, text=True, timeout=120)
+    assert both.returncode != 0 and "--model final needs a complete run" in both.stderr
+    missing = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert missing.returncode != 0 and f"{tmp_path / 'final_model.zip'} is missing" in missing.stderr
+    assert not (SHIPPED_DIR / "x").exists()  # nothing shipped
