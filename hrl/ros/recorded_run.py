@@ -145,7 +145,12 @@ def record_arm_run(
             and node.count_publishers("/joint_states") >= 1
         )
         if not spin_until(node, up, 120):
-            raise RuntimeError(f"the arm graph did not come up:\n{nodes.log(sim)}\n{nodes.log(policy)}")
+            seen = (
+                f"/joint_states: {node.count_publishers('/joint_states')} publisher(s) of 1, "
+                f"{node.count_subscribers('/joint_states')} subscriber(s) of {readers}; "
+                f"/arm_subgoal: {node.count_subscribers('/arm_subgoal')} subscriber(s) of 2"
+            )
+            raise RuntimeError(f"the arm graph did not come up within 120 s ({seen}):\n{nodes.report()}")
         if task is not None:
             pub = node.create_publisher(String, "/task", reliable)
             if not spin_until(node, lambda: node.count_subscribers("/task") >= 2, 120):  # planner and recorder

@@ -167,6 +167,14 @@ class NodeProcesses:
         """What ``proc`` has written so far."""
         return next(log.read_text() for p, log in self.procs if p is proc)
 
+    def report(self) -> str:
+        """Every node: its log's name, whether it still runs (or how it ended), and what it has written."""
+        parts = []
+        for proc, log in self.procs:
+            state = "running" if proc.poll() is None else f"exited with code {proc.returncode}"
+            parts.append(f"--- {log.stem} ({state}) ---\n{log.read_text()}")
+        return "\n".join(parts)
+
     def all_logs(self) -> str:
         """What every node has written so far, one after another."""
         return "".join(log.read_text() for _, log in self.procs)
