@@ -36,6 +36,9 @@ class RunState:
 
     wall_time_offset_s: float = 0.0
     best_success: float = -1.0
+    #: The mean return of the best model's evaluation: among evaluations of equal success the better return wins
+    #: (a skill at 100 % from early on keeps improving how fast and how close it gets).
+    best_return: float | None = None
     goal_radius: float | None = None
     next_eval: int = 0
     next_checkpoint: int = 0
@@ -111,8 +114,11 @@ class PeriodicEvaluation(BaseCallback):
         append_metrics(self.metrics_path, row)
         self.logger.record("eval/success_rate", summary.success_rate)
         self.logger.record("eval/mean_return", summary.mean_return)
-        if summary.success_rate > self.state.best_success:
-            self.state.best_success = summary.success_rate
+        best, best_return = self.state.best_success, self.state.best_return
+        if summary.success_rate > best or (
+            summary.success_rate == best and (best_return is None or summary.mean_return > best_return)
+        ):
+            self.state.best_success, self.state.best_return = summary.success_rate, summary.mean_return
             self.save_best(self.model)
         return row
 
