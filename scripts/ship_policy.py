@@ -96,7 +96,7 @@ def main() -> int:
         "--model",
         choices=["best", "final"],
         default="best",
-        help="the run's best evaluation (the earliest of equals) or its last weights (final_model.zip)",
+        help="the run's best evaluation (best_model.zip) or its last weights (final_model.zip)",
     )
     args = parser.parse_args()
     if args.episodes < 1:
