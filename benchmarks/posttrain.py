@@ -46,7 +46,7 @@ from llm_planner.llm.llama_cpp_backend import SHIPPED_MODELS
 from llm_planner.plan import PlanError
 from llm_planner.planners.graph import room_name
 from llm_planner.planners.llm import LLMGoalsPlanner
-from llm_planner.posttrain.instructions import CATEGORIES, TEST_SUITES, Instruction, generate
+from llm_planner.posttrain.instructions import CATEGORIES, TEST_SUITES, Instruction, generate, generate_composed
 from llm_planner.posttrain.reward import Gold, execution_reward
 from llm_planner.posttrain.tabletop_sft import TabletopItem, scene_view, tabletop_items, tabletop_reward
 from llm_planner.posttrain.train import TRAIN_READINGS, planner_params
@@ -169,7 +169,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100, help="instructions (shared equally by the maps)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--split", default="val", choices=["val", "test_gen", "test"])
+    parser.add_argument(
+        "--split",
+        default="val",
+        choices=["val", "test_gen", "test", "composed"],
+        help="composed: the generator's composed *train* instructions (hrl-posttrain composed_train=N): what a "
+        "model fails on there is what SFT or GRPO on them can teach; not a held-out figure",
+    )
     parser.add_argument(
         "--domain",
         default="navigation",
@@ -214,6 +220,8 @@ def main() -> None:
         items = tabletop_items(args.n, "val", args.seed)
     elif args.split == "test":
         items = test_instructions()
+    elif args.split == "composed":
+        items = generate_composed(n=args.n, seed=args.seed)
     else:
         items = generate(n=args.n, n_val=args.n, n_test_gen=args.n, seed=args.seed).splits[args.split]
     if args.quick:

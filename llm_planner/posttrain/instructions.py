@@ -34,6 +34,10 @@ template is one of them with its place names swapped, and none of them is ever g
 (tests/llm_planner/test_instructions.py checks many seeds); :func:`generate` also drops any
 instruction whose normalised text equals a test instruction (counted in the dataset card).
 
+**Composed instructions** (:func:`generate_composed`, :data:`COMPOSED`) are a train-only family: a train goal
+sentence joined with a piece ("Don't roll through the office.", "But first, ...", "Then come home to me.") that
+shares no three words in a row with any template, so val and test_gen are untouched by them.
+
 Dataset on disk (JSONL per split + ``card.json`` + ``README.md``)::
 
     python -m llm_planner.posttrain.instructions --map apartment --map house --n 2000 --seed 0 --out DIR
@@ -245,6 +249,65 @@ FILLERS: dict[str, tuple[str, ...]] = {
         " Be careful.",
     ),
 }
+#: Pieces of *composed* training instructions (:func:`generate_composed`, ``hrl-posttrain composed_train=N``):
+#: a goal sentence of the seed's train split (family "one") joined with one of these, in either order. They are
+#: train-only (val and test_gen never draw them, so those splits and their figures are unchanged), and share no
+#: three words in a row with any template of any split (a test checks), so they hold no held-out phrasing. Written
+#: 2026-12-07 from the categories version 6 reads worst on unseen phrasings (avoid, return, multi order), without
+#: the wording of any held-out template. {x} the room to avoid, {c} the last place.
+COMPOSED: dict[str, tuple[str, ...]] = {
+    "avoid": (
+        "Keep your wheels out of {x}.",
+        "{x} is out of the question.",
+        "Don't roll through {x}.",
+        "Do not use {x} as a shortcut.",
+        "Stay outside {x} the whole time.",
+        "{x} is blocked today.",
+        "Treat {x} as a wall.",
+        "You may not go through {x}.",
+        "{x} is forbidden for now.",
+        "I don't want you in {x}.",
+        "Route around {x}.",
+        "The dog is sleeping in {x}, so stay out of there.",
+        "We're mopping {x}; don't drive in there.",
+        "{x} is being renovated, keep clear.",
+        "Please don't enter {x}.",
+        "There's broken glass all over {x}, so keep your distance.",
+        "No driving through {x}.",
+        "Pretend {x} doesn't exist.",
+        "{x} is not part of this trip.",
+        "Whatever route you take must not include {x}.",
+        "{x} has fresh paint on the floor; avoid it.",
+        "Kids are playing in {x}, so go around it.",
+    ),
+    "return": (
+        "Then come home to me.",
+        "After that, drive back to this spot.",
+        "Once that's done, head home to this very spot.",
+        "When you're finished, roll back here.",
+        "Come straight back afterwards.",
+        "Afterwards, drive back to your current position.",
+        "Then roll yourself back over here.",
+        "End the trip back at your current spot.",
+        "I'll be waiting here for you to return.",
+        "Remember to head home to me after.",
+        "Finish back at your starting spot.",
+    ),
+    # joins the next goal sentence, in the order of the trip
+    "then": ("After that, ", "Next, ", "When you're done, ", "Once you get there, ", "Later, ", "Following that, "),
+    # joins the earlier goal told after the later one ("<b>. But first, <a>.")
+    "before": ("Before you do that, ", "But first, ", "Ahead of that, ", "Prior to that, ", "First, though, "),
+    # the last place told first ("<c last>. <a>. After that, <b>.")
+    "last": (
+        "Make {c} your final destination.",
+        "You should finish the trip at {c}.",
+        "The trip ends at {c}.",
+        "{c} will be the last place you visit.",
+    ),
+}
+#: The categories composed instructions are made of.
+COMPOSED_CATEGORIES = ("avoid", "return", "multi")
+
 #: Which template family each category draws from.
 FAMILIES = {
     "single": "one",
@@ -500,6 +563,31 @@ class InstructionGenerator:
             out.append(replace(made, id=f"{self.world.name}-{split}-{len(out):06d}"))
         return out, dropped
 
+    def generate_composed(self, n: int) -> list[Instruction]:
+        """``n`` distinct *composed* train instructions (:data:`COMPOSED`), categories avoid, return and multi
+        in turn: goal sentences of the train split's "one" templates joined with the composed pieces, places
+        named as train names them. Deterministic in the seed; ValueError when fewer than ``n`` can be made."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        rng = random.Random(f"{self.seed}:{self.world.name}:composed")
+        out: list[Instruction] = []
+        seen: set[str] = set()
+        misses = 0
+        while len(out) < n:
+            made = self._compose(COMPOSED_CATEGORIES[len(out) % len(COMPOSED_CATEGORIES)], rng)
+            key = normalise(made.text) if made is not None else ""
+            if made is None or key in seen or key in self._test_texts:
+                misses += 1
+                if misses >= MAX_MISSES:
+                    raise ValueError(
+                        f"map {self.world.name!r}: only {len(out)} distinct composed instructions of {n}; ask for fewer"
+                    )
+                continue
+            misses = 0
+            seen.add(key)
+            out.append(replace(made, id=f"{self.world.name}-composed-{len(out):06d}"))
+        return out
+
     def categories(self, split: str) -> tuple[str, ...]:
         """The categories ``split`` can make on this map: alias and indirect need the split's own aliases and
         vocabulary phrases (a map with few aliases may hold none out for a split)."""
@@ -568,6 +656,66 @@ class InstructionGenerator:
             avoid=tuple(avoid),
             phrases=tuple(phrases),
             wrong=wrong,
+        )
+
+    def _compose(self, category: str, rng: random.Random) -> Instruction | None:
+        """One composed train instruction of ``category`` (avoid, return or multi), or None when the drawn
+        start leaves too few places."""
+        start_key = rng.choice(sorted(self.starts))
+        start, start_xy = self.starts[start_key]
+        start_room = room_name(self.world, start_xy)
+        candidates = [p for p in self.places if p != start_room and not self._is_start_place(p, start_xy)]
+        n_targets = {"avoid": 1, "return": rng.choice([1, 1, 2]), "multi": rng.choice([2, 2, 3])}[category]
+        if len(candidates) < n_targets:
+            return None
+        targets = rng.sample(candidates, n_targets)
+        phrases: list[str] = []
+        ones = [t for t in self.plan.templates["train"] if t.startswith("one/")]
+        used: list[str] = []
+
+        def goal(place: str) -> str:  # a train "one" sentence naming ``place``
+            used.append(rng.choice(ones))
+            return TEMPLATES["one"][int(used[-1].split("/")[1])].format(a=self._ref(place, "train", rng, None, phrases))
+
+        def piece(kind: str, **refs: str) -> str:
+            i = rng.randrange(len(COMPOSED[kind]))
+            used.append(f"{kind}:{i}")
+            return COMPOSED[kind][i].format(**refs)
+
+        goals, avoid = list(targets), []
+        if category == "avoid":
+            room = self._avoid_room(targets[0], start_xy, start_room, rng)
+            if room is None:
+                return None
+            avoid = [room]
+            parts = [goal(targets[0]), piece("avoid", x=self._ref(room, "train", rng, None, phrases))]
+            if rng.random() < 0.5:
+                parts.reverse()
+        elif category == "return":
+            parts = [goal(targets[0])] + [piece("then") + _lower(goal(t)) for t in targets[1:]] + [piece("return")]
+            goals.append(self._start_place(start_xy, start_room))
+            if goals[-1] in targets:
+                return None
+        elif len(targets) == 2 and rng.random() < 0.5:  # the later place first: "<b>. But first, <a>."
+            parts = [goal(targets[1]), piece("before") + _lower(goal(targets[0]))]
+        elif len(targets) == 3 and rng.random() < 0.5:  # the last place first
+            parts = [piece("last", c=self._ref(targets[2], "train", rng, None, phrases)), goal(targets[0])]
+            parts.append(piece("then") + _lower(goal(targets[1])))
+        else:
+            parts = [goal(targets[0])] + [piece("then") + _lower(goal(t)) for t in targets[1:]]
+        text = " ".join(p[0].upper() + p[1:] for p in parts)
+        return Instruction(
+            id="",
+            map=self.world.name,
+            split="train",
+            category=category,
+            template="composed/" + ",".join(used),
+            text=text,
+            start=start,
+            start_room=start_room,
+            goals=tuple(goals),
+            avoid=tuple(avoid),
+            phrases=tuple(phrases),
         )
 
     def _ref(self, place: str, split: str, rng: random.Random, style: str | None, used: list[str]) -> str:
@@ -753,6 +901,23 @@ def generate(
     card["counts"] = {s: dict(Counter(i.category for i in items)) for s, items in splits.items()}
     card["templates"] = {s: sorted({i.template for i in items}) for s, items in splits.items()}
     return Dataset(splits, card)
+
+
+def generate_composed(maps: list[str] | None = None, n: int = 600, seed: int = 0) -> list[Instruction]:
+    """``n`` composed train instructions (:data:`COMPOSED`) over ``maps`` (default: every map with a
+    vocabulary), shared equally; deterministic in ``seed``. They use only the seed's train templates and words."""
+    maps = maps or maps_with_vocabulary()
+    out: list[Instruction] = []
+    for m, name in enumerate(maps):
+        share = n // len(maps) + (m < n % len(maps))
+        out += InstructionGenerator(load_world(name), seed=seed).generate_composed(share)
+    return out
+
+
+def _lower(sentence: str) -> str:
+    """``sentence`` to follow a connective: its first letter lower-cased, unless it is "I" or "I'd"."""
+    first = sentence.split(" ", 1)[0]
+    return sentence if first in ("I", "I'd", "I'm") else sentence[0].lower() + sentence[1:]
 
 
 def card_markdown(card: dict[str, Any]) -> str:

@@ -67,6 +67,7 @@ class PosttrainConfig:
     n_val: int = 100
     tabletop_train: int = 0  # generated tabletop instructions mixed into sft's training data (the arm's prompt)
     tabletop_val: int = 24  # and scored at each validation, beside the eval_n navigation ones (with tabletop_train)
+    composed_train: int = 0  # composed navigation instructions (avoid, return, multi; train templates only) added
     seed: int = 0
     reading: str = "names"  # the answer the model is taught: names | tagged (TRAIN_READINGS)
     # a trained adapter to start from: a run's adapter/ folder (grpo: the sft run's), a GGUF LoRA adapter
@@ -124,13 +125,23 @@ class PosttrainConfig:
             )
         if self.eval_n < 0:
             raise ValueError(f"eval_n must be >= 0 (0: no validation), got {self.eval_n}")
-        for key in ("tabletop_train", "tabletop_val"):
+        for key in ("tabletop_train", "tabletop_val", "composed_train"):
             if getattr(self, key) < 0:
                 raise ValueError(f"{key} must be >= 0 (0: none), got {getattr(self, key)}")
         if self.stage == "grpo" and self.tabletop_train and self.engine == "trl":
             raise ValueError(
                 f"tabletop_train={self.tabletop_train} with stage=grpo needs engine=shared_prefix: TRL's reward "
                 "function reads navigation columns only; set engine=shared_prefix or tabletop_train=0"
+            )
+        if self.composed_train and self.reading == "tagged":
+            raise ValueError(
+                f"composed_train={self.composed_train} with reading=tagged: composed instructions have no template "
+                "to tag their mentions by; set composed_train=0 or reading=names"
+            )
+        if self.composed_train and self.data:
+            raise ValueError(
+                f"composed_train={self.composed_train} with data={self.data!r}: composed instructions are generated "
+                "beside a generated dataset; set data=null, or write them into the dataset"
             )
         if not 0 <= self.tabletop_partial < 1:
             raise ValueError(
@@ -330,10 +341,19 @@ def grpo_rows(items: list[Instruction], reading: str = "names") -> list[dict[str
 
 def load_data(config: PosttrainConfig, out_dir: Path) -> dict[str, list[Any]]:
     """train and val instructions: the dataset at ``config.data``, else generated (and written to out_dir/data);
+    with ``composed_train``, composed navigation instructions join train (out_dir/data/composed_train.jsonl);
     with ``tabletop_train``, generated tabletop instructions join train (``tabletop_val`` of them form
     ``val_tabletop``), written to out_dir/data/tabletop_{train,val}.jsonl."""
     data = _navigation_data(config, out_dir)
     data["val_tabletop"] = []
+    if config.composed_train:
+        from llm_planner.posttrain.instructions import generate_composed
+
+        composed = generate_composed(n=config.composed_train, seed=config.seed)
+        (out_dir / "data").mkdir(parents=True, exist_ok=True)
+        with (out_dir / "data" / "composed_train.jsonl").open("w") as f:
+            f.writelines(json.dumps(it.row()) + "\n" for it in composed)
+        data["train"] = data["train"] + composed
     if config.tabletop_train:
         from llm_planner.posttrain.tabletop_sft import tabletop_items
 

@@ -15,6 +15,8 @@ from llm_planner.planners.graph import GraphPlanner, room_name
 from llm_planner.posttrain import instructions
 from llm_planner.posttrain.instructions import (
     CATEGORIES,
+    COMPOSED,
+    COMPOSED_CATEGORIES,
     DEALT,
     FILLERS,
     SPLITS,
@@ -22,6 +24,7 @@ from llm_planner.posttrain.instructions import (
     TEST_SUITES,
     InstructionGenerator,
     generate,
+    generate_composed,
     main,
     normalise,
     read_jsonl,
@@ -304,3 +307,49 @@ def test_cli_writes_jsonl_splits_and_a_dataset_card(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--map", "maze", "--n", "10", "--out", str(tmp_path / "x")])
     assert "has no vocabulary" in capsys.readouterr().err
+
+
+def _trigrams(template: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"[a-z']+", re.sub(r"{\w}", " SLOT ", template.lower()))
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def test_composed_pieces_share_no_three_words_in_a_row_with_any_template():
+    """Composed instructions are train data: their pieces may not carry a held-out template's wording."""
+    held = set().union(*(_trigrams(t) for family in TEMPLATES.values() for t in family))
+    for kind, pieces in COMPOSED.items():
+        for piece in pieces:
+            assert not _trigrams(piece) & held, (kind, piece, _trigrams(piece) & held)
+    # the check can fail: a template's own wording is caught
+    assert _trigrams("Then stay clear of {x} please.") & held
+
+
+def test_composed_instructions_use_the_train_split_only_and_their_golds_check(worlds, generated, test_instructions):
+    tests = {normalise(t) for t in test_instructions}
+    reward_fn = make_reward_function()
+    for seed in (0, 1):
+        items = generate_composed(n=90, seed=seed)
+        assert [i.row() for i in items] == [i.row() for i in generate_composed(n=90, seed=seed)]  # deterministic
+        assert len({i.text for i in items}) == 90 and {i.category for i in items} == set(COMPOSED_CATEGORIES)
+        for name in ("apartment", "house"):
+            gen = InstructionGenerator(worlds[name], seed=seed)
+            train_ones = {t for t in gen.plan.templates["train"] if t.startswith("one/")}
+            train_words = {p for d in (gen.plan.aliases["train"], gen.plan.descriptions["train"])
+                           for v in d.values() for p in v}  # fmt: skip
+            held_words = {p for s in ("val", "test_gen") for d in (gen.plan.aliases[s], gen.plan.descriptions[s])
+                          for v in d.values() for p in v} - train_words  # fmt: skip
+            for i in (i for i in items if i.map == name):
+                assert i.split == "train" and normalise(i.text) not in tests, i
+                ones = {p for p in i.template.removeprefix("composed/").split(",") if p.startswith("one/")}
+                assert ones and ones <= train_ones, (i.template, ones - train_ones)
+                assert set(i.phrases) <= train_words and not set(i.phrases) & held_words, i
+        columns = {c: [r[c] for r in (i.row() for i in items)] for c in ("map", "start", "goals", "avoid")}
+        assert reward_fn(["p"] * len(items), [i.row()["answer"] for i in items], **columns) == [1.0] * len(items)
+    # what they teach: the room to avoid named first, "and back" after two places, an order unlike the mention
+    avoid_piece = re.compile("|".join(re.escape(p).replace(re.escape("{x}"), ".+") for p in COMPOSED["avoid"]))
+    avoid_first = [i for i in items if i.category == "avoid" and avoid_piece.match(i.text.split(". ")[0] + ".")]
+    back = [i for i in items if i.category == "return" and len(i.goals) == 3]
+    told_later = [i for i in items if i.category == "multi" and re.search(r"(before|last):", i.template)]
+    assert avoid_first and back and told_later
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        InstructionGenerator(worlds["apartment"], seed=0).generate_composed(-1)

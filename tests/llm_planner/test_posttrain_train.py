@@ -290,6 +290,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_
         ("init_adapter=/nowhere", "init_adapter='/nowhere' does not exist: give the adapter/ folder"),
         ("beta=-0.1", "beta must be >= 0 (0: off), got -0.1"),
         ("sft_coef=0.5", "sft_coef=0.5 is a term of the shared-prefix engine's grpo loss; set stage=grpo"),
+        ("composed_train=-5", "composed_train must be >= 0 (0: none), got -5"),
     ],
 )
 def test_bad_config_values_are_refused_by_name(override, message, tmp_path, capsys):
@@ -297,6 +298,25 @@ def test_bad_config_values_are_refused_by_name(override, message, tmp_path, caps
         posttrain_main([override, f"hydra.run.dir={tmp_path}"])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_composed_train_adds_composed_instructions_to_the_generated_train_split(tmp_path):
+    """composed_train=N: N composed instructions (train pieces only) join the generated train split and are
+    written beside it; val is the generator's, untouched; refused where they cannot be made or tagged."""
+    from llm_planner.posttrain.train import load_data
+
+    plain = load_data(PosttrainConfig(n_train=30, n_val=20), tmp_path / "plain")
+    mixed = load_data(PosttrainConfig(n_train=30, n_val=20, composed_train=12), tmp_path / "mixed")
+    assert [i.row() for i in mixed["val"]] == [i.row() for i in plain["val"]]
+    added = mixed["train"][len(plain["train"]) :]
+    assert len(added) == 12 and all(i.template.startswith("composed/") for i in added)
+    assert {i.category for i in added} == {"avoid", "return", "multi"}
+    written = (tmp_path / "mixed" / "data" / "composed_train.jsonl").read_text().splitlines()
+    assert [json.loads(r)["text"] for r in written] == [i.text for i in added]
+    with pytest.raises(ValueError, match="composed_train=5 with reading=tagged"):
+        PosttrainConfig(composed_train=5, reading="tagged").check()
+    with pytest.raises(ValueError, match="composed_train=5 with data='somewhere'"):
+        PosttrainConfig(composed_train=5, data="somewhere").check()
 
 
 def test_grpo_needs_a_group_and_resume_needs_a_run_directory(tmp_path, capsys):
