@@ -138,14 +138,15 @@ def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
 
 def paired(a: dict[tuple, bool], b: dict[tuple, bool]) -> dict[str, Any]:
     """Episodes only the first / only the second planner solved, and the exact two-sided McNemar p-value."""
-    from math import comb
+    from hrl.compare import mcnemar
 
-    keys = set(a) & set(b)
-    only_a = sum(a[k] and not b[k] for k in keys)
-    only_b = sum(b[k] and not a[k] for k in keys)
-    n = only_a + only_b
-    p = min(1.0, 2 * sum(comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2**n) if n else 1.0
-    return {"episodes": len(keys), "only_imitation": only_a, "only_rl": only_b, "mcnemar_p": round(p, 4)}
+    m = mcnemar(a, b)
+    return {
+        "episodes": m["episodes"],
+        "only_imitation": m["only_a"],
+        "only_rl": m["only_b"],
+        "mcnemar_p": m["mcnemar_p"],
+    }
 
 
 def rl_gain(figures: dict[str, Any], backend: str) -> str:

@@ -1,0 +1,58 @@
+"""python -m hrl.compare: two evaluation runs paired episode by episode (exact McNemar)."""
+
+import json
+
+import pytest
+
+from hrl.compare import compare, main, mcnemar
+
+
+def write_run(path, successes, backend="mujoco", category="clear"):
+    path.mkdir(parents=True)
+    rows = [
+        {"suite": "tabletop_clear", "planner": "symbolic", "backend": backend, "seed": 0, "episode": 0,
+         "layout": i, "category": category, "success": s}
+        for i, s in enumerate(successes)
+    ]  # fmt: skip
+    (path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_mcnemar_counts_the_discordant_pairs_and_gives_the_exact_p():
+    a = {i: True for i in range(10)}
+    b = dict(a) | {0: False, 1: False}
+    assert mcnemar(a, b) == {"episodes": 10, "success_a": 10, "success_b": 8, "only_a": 2, "only_b": 0,
+                             "mcnemar_p": 0.5}  # fmt: skip
+    c = {i: i >= 6 for i in range(10)}  # six only a solved: p = 2 / 2**6
+    assert mcnemar(a, c)["mcnemar_p"] == pytest.approx(2 / 64, abs=1e-4)
+    assert mcnemar({}, {})["mcnemar_p"] == 1.0
+    # only the keys both have are paired
+    assert mcnemar({1: True, 2: True}, {2: False, 3: True})["episodes"] == 1
+
+
+def test_two_runs_are_compared_per_cell_and_overall(tmp_path, capsys):
+    a = write_run(tmp_path / "a" / "cell", [True] * 8 + [False, True])
+    write_run(tmp_path / "a" / "other", [True, True], backend="pybullet")
+    b = write_run(tmp_path / "b" / "cell", [True] * 6 + [False, False, True, True])
+    figures = compare(tmp_path / "a", tmp_path / "b")
+    cell = figures["cells"]["tabletop_clear/symbolic/mujoco/clear"]
+    assert (cell["only_a"], cell["only_b"], cell["episodes"]) == (2, 1, 10)
+    assert figures["all"]["episodes"] == 10 and figures["only_in_one_run"] == ["tabletop_clear/symbolic/pybullet/clear"]
+    main([str(a.parent), str(b.parent)])
+    out = capsys.readouterr().out
+    assert "| tabletop_clear/symbolic/mujoco/clear | 10 | 90% | 80% | -10.0 | 2 | 1 |" in out
+    assert json.loads(out.strip().splitlines()[-1])["all"]["only_a"] == 2
+
+
+def test_runs_that_cannot_be_paired_are_refused_by_name(tmp_path, capsys):
+    write_run(tmp_path / "a", [True])
+    write_run(tmp_path / "b", [True], backend="pybullet")
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert "share no episode" in capsys.readouterr().err
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "episodes.jsonl").write_text(json.dumps({"suite": "s", "success": True}) + "\n")
+    with pytest.raises(ValueError, match=r"episodes.jsonl:1: row lacks planner, backend, seed"):
+        compare(tmp_path / "a", tmp_path / "c")
+    with pytest.raises(ValueError, match="no such run directory"):
+        compare(tmp_path / "nowhere", tmp_path / "a")
