@@ -160,6 +160,8 @@ def split_label(split: str, n: int) -> str:
         return f"test ({n})"
     if split == "tabletop_val":
         return f"tabletop val ({n}; generated, plan level)"
+    if split == "composed":
+        return f"composed ({n}; train family, not held out)"
     from llm_planner.posttrain.instructions import TEMPLATES
 
     return f"{split} ({n}; {sum(map(len, TEMPLATES.values()))}-template generator)"

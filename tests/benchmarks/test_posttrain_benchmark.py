@@ -39,6 +39,7 @@ def test_a_generated_split_is_recorded_with_its_generator_size():
     templates = sum(len(t) for t in TEMPLATES.values())
     assert posttrain.split_label("val", 100) == f"val (100; {templates}-template generator)"
     assert posttrain.split_label("test", 64) == "test (64)"
+    assert posttrain.split_label("composed", 60) == "composed (60; train family, not held out)"
 
 
 def test_tabletop_plans_are_asked_as_the_arm_planner_asks_and_scored_on_the_symbolic_table(tmp_path):
