@@ -596,9 +596,7 @@ class InstructionGenerator:
 
     # -- one instruction ----------------------------------------------------------------------------
     def _make(self, category: str, split: str, rng: random.Random) -> Instruction | None:
-        start_key = rng.choice(sorted(self.starts))
-        start, start_xy = self.starts[start_key]
-        start_room = room_name(self.world, start_xy)
+        start, start_xy, start_room, candidates = self._draw_start(rng)
         family = "multi" if category in ("filler", "typo") and rng.random() < 0.4 else FAMILIES.get(category, "one")
         if category == "typo" and family == "multi":
             family = "one"
@@ -606,7 +604,6 @@ class InstructionGenerator:
         template = TEMPLATES[family][int(template_id.split("/")[1])]
         slots = set(re.findall(r"{(\w)}", template))
         n_targets = len(slots & {"a", "b", "c"})
-        candidates = [p for p in self.places if p != start_room and not self._is_start_place(p, start_xy)]
         if category == "alias":
             candidates = [p for p in candidates if p in self.plan.aliases[split]]
         elif category == "indirect":
@@ -658,13 +655,17 @@ class InstructionGenerator:
             wrong=wrong,
         )
 
+    def _draw_start(self, rng: random.Random) -> tuple[Any, tuple[float, float], str, list[str]]:
+        """A start of the map (its pose, point and room) and the places an instruction from there may name."""
+        start, start_xy = self.starts[rng.choice(sorted(self.starts))]
+        start_room = room_name(self.world, start_xy)
+        candidates = [p for p in self.places if p != start_room and not self._is_start_place(p, start_xy)]
+        return start, start_xy, start_room, candidates
+
     def _compose(self, category: str, rng: random.Random) -> Instruction | None:
         """One composed train instruction of ``category`` (avoid, return or multi), or None when the drawn
         start leaves too few places."""
-        start_key = rng.choice(sorted(self.starts))
-        start, start_xy = self.starts[start_key]
-        start_room = room_name(self.world, start_xy)
-        candidates = [p for p in self.places if p != start_room and not self._is_start_place(p, start_xy)]
+        start, start_xy, start_room, candidates = self._draw_start(rng)
         n_targets = {"avoid": 1, "return": rng.choice([1, 1, 2]), "multi": rng.choice([2, 2, 3])}[category]
         if len(candidates) < n_targets:
             return None
