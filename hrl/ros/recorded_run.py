@@ -16,9 +16,14 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+#: Seconds the first task or call waits once the policy's command topics show their readers here (DDS matches each
+#: publisher with each subscription some time after both show; a command sent before is lost at one of them).
+COMMANDS_SETTLE_S = 1.0
 
 
 def _start(bag: Path, log_dir: Path | None) -> tuple[Any, Any]:
@@ -57,10 +62,13 @@ def record_sim_run(
 ) -> str:
     """Run ``task`` on the simulated robot while recording ``bag``; returns the final /task_status.
 
-    Uses the current ``ROS_DOMAIN_ID``; raises ``RuntimeError`` (with the planner's log) if the graph
-    does not come up or the task does not finish in time.
+    Uses the current ``ROS_DOMAIN_ID``; the task is sent once the policy's commands flow. Raises ``RuntimeError``
+    (with the planner's log) if the graph does not come up or the task does not finish in time, and (saying why)
+    if the recording cannot be replayed: ``sim_robot_node`` dropped control periods, or the bag lacks the commands
+    that started the motion (:func:`missed_start`).
     """
     import rclpy
+    from geometry_msgs.msg import Twist
     from std_msgs.msg import String
 
     from hrl.ros.planner_node import is_final
@@ -69,7 +77,7 @@ def record_sim_run(
     bag = Path(bag)
     nodes, node = _start(bag, log_dir)
     try:
-        nodes.start("hrl.ros.sim_robot_node", f"map:={map_name}", f"start:={start}", *sim_params)
+        sim = nodes.start("hrl.ros.sim_robot_node", f"map:={map_name}", f"start:={start}", *sim_params)
         policy = nodes.start("hrl.ros.policy_node")
         planner = nodes.start("hrl.ros.planner_node", f"map:={map_name}", "planner:=graph")
         recorder = nodes.start("hrl.ros.recorder", f"output:={bag}")
@@ -81,11 +89,27 @@ def record_sim_run(
             raise RuntimeError(f"the planner node did not come up:\n{nodes.log(planner)}")
         if not spin_until(node, lambda: node.count_subscribers("/subgoal") >= 2, 60):  # policy and recorder
             raise RuntimeError(f"the policy node did not come up:\n{nodes.log(policy)}")
+        # The policy publishes (zero) commands before it has a subgoal. Its /cmd_vel publisher matches the robot's
+        # and the recorder's subscriptions some time after it appears: a task sent before that loses the first
+        # commands at one of them, and an open-loop replay never recovers from a missed start (two commands
+        # missed: 0.15 m ATE). So the task waits until commands flow, for a second after both readers show.
+        heard: list[float] = []
+        node.create_subscription(Twist, "/cmd_vel", lambda m: heard.append(time.monotonic()), 10)
+        readers = lambda: node.count_subscribers("/cmd_vel") >= 3  # noqa: E731 (the robot, the recorder, us)
+        if not spin_until(node, lambda: readers() and len(heard) >= 5, 60):
+            raise RuntimeError(f"the policy node's /cmd_vel did not reach this process:\n{nodes.log(policy)}")
+        spin_until(node, lambda: False, COMMANDS_SETTLE_S)
         pub.publish(String(data=task))
         final = lambda: [s for s in status if is_final(s)]  # noqa: E731 (not the 'planning' reports)
         if not spin_until(node, final, timeout_s):
             raise RuntimeError(f"task {task!r} did not finish within {timeout_s} s:\n{nodes.log(planner)}")
         _finish(node, nodes, recorder, bag)
+        lag = lag_in(nodes.log(sim))
+        if lag is not None:  # the stand-in fell behind wall-clock time: its motion is not what the commands give
+            raise RuntimeError(f"sim_robot_node dropped control periods while recording {bag}: {lag}")
+        missed = missed_start(bag)
+        if missed is not None:
+            raise RuntimeError(f"the recording {bag} cannot be replayed: {missed}")
         return final()[0]
     finally:
         nodes.stop_all()
@@ -139,18 +163,24 @@ def record_arm_run(
         node.create_subscription(String, "/arm_subgoal_status", lambda m: results.append(m.data), reliable)
         if task is not None:
             planner_proc = nodes.start("hrl.ros.arm_planner_node", f"scene:={scene}", f"planner:={planner}")
+        commands = ("/panda_arm_controller/joint_trajectory", "/panda_hand_controller/commands")
         up = lambda: (  # noqa: E731
             node.count_subscribers("/joint_states") >= readers
             and node.count_subscribers("/arm_subgoal") >= 2  # the policy node and the recorder
             and node.count_publishers("/joint_states") >= 1
+            # the policy's commands: its publishers, and the arm's and the recorder's subscriptions
+            and all(node.count_publishers(c) >= 1 and node.count_subscribers(c) >= 2 for c in commands)
         )
         if not spin_until(node, up, 120):
             seen = (
                 f"/joint_states: {node.count_publishers('/joint_states')} publisher(s) of 1, "
                 f"{node.count_subscribers('/joint_states')} subscriber(s) of {readers}; "
-                f"/arm_subgoal: {node.count_subscribers('/arm_subgoal')} subscriber(s) of 2"
-            )
+                f"/arm_subgoal: {node.count_subscribers('/arm_subgoal')} subscriber(s) of 2; "
+                + "; ".join(f"{c}: {node.count_publishers(c)} publisher(s) of 1, {node.count_subscribers(c)} "
+                            "subscriber(s) of 2" for c in commands)
+            )  # fmt: skip
             raise RuntimeError(f"the arm graph did not come up within 120 s ({seen}):\n{nodes.report()}")
+        spin_until(node, lambda: False, COMMANDS_SETTLE_S)  # the endpoints seen here match among the nodes
         if task is not None:
             pub = node.create_publisher(String, "/task", reliable)
             if not spin_until(node, lambda: node.count_subscribers("/task") >= 2, 120):  # planner and recorder
@@ -178,6 +208,22 @@ def record_arm_run(
         nodes.stop_all()
         node.destroy_node()
         rclpy.shutdown()
+
+
+def missed_start(bag: Path) -> str | None:
+    """What is wrong when the recorder of ``bag`` did not hear the policy before the first subgoal (None: it did).
+
+    The policy publishes commands from its start; a recorder that heard none before the first /subgoal matched the
+    command topic late and may lack the commands that started the motion."""
+    from hrl.sim2real import read_bag
+
+    rec = read_bag(bag)
+    if not len(rec.subgoal_t) or rec.cmd_t[0] < rec.subgoal_t[0]:
+        return None
+    return (
+        f"its first /cmd_vel ({rec.cmd_t[0]:.2f} s) is not before its first /subgoal ({rec.subgoal_t[0]:.2f} s): "
+        "the recorder heard the policy only once it was moving the robot"
+    )
 
 
 def lag_in(log: str) -> str | None:

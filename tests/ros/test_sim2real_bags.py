@@ -15,6 +15,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import LaserScan
 
+from hrl.ros.recorded_run import missed_start
 from hrl.sim2real import BagError, compare, main, read_bag
 from sim.world import load_world
 
@@ -223,3 +224,14 @@ def test_bad_cli_values(tmp_path, run_messages, capsys):
     assert main([str(bag), "--map", "atlantis"]) == 2
     assert "atlantis" in capsys.readouterr().err
     shutil.rmtree(bag)
+
+
+def test_a_recorder_that_heard_no_command_before_the_first_subgoal_is_named(tmp_path, run_messages):
+    # simulated_run has the subgoal first and commands from 1 ns after it: what a recorder whose /cmd_vel
+    # subscription matched the policy late holds (it may lack the commands that started the motion)
+    late = missed_start(write_bag(tmp_path / "late", run_messages))
+    assert late is not None and "is not before its first /subgoal (0.00 s)" in late
+    heard = [(T0 - 10**8, "/cmd_vel", _twist(0.0, 0.0)), *run_messages]  # a zero command 0.1 s before the subgoal
+    assert missed_start(write_bag(tmp_path / "heard", heard)) is None
+    no_subgoal = [m for m in run_messages if m[1] != "/subgoal"]
+    assert missed_start(write_bag(tmp_path / "no_subgoal", no_subgoal)) is None  # nothing to tell it by
