@@ -9,6 +9,11 @@ counts those only A solved and only B solved, and gives the exact two-sided McNe
 
     python -m hrl.compare runs/bench/th_shipped runs/bench/th_candidate [--json]
 
+Runs of ``benchmarks/posttrain.py`` (its ``rows.jsonl``: one instruction a row) pair the same way, instruction by
+instruction (its ``id`` and ``text``), a cell per category; a row succeeds when its ``outcome`` is ``success``::
+
+    python -m hrl.compare runs/bench/pt_v6_val400 runs/bench/pt_candidate_val400
+
 The last line is one JSON object (the figures); episodes that only one run has are counted, not paired.
 """
 
@@ -24,6 +29,8 @@ from typing import Any
 #: What names a cell (and ``category`` too where rows have one), and what names an episode within it.
 CELL = ("suite", "planner", "backend")
 EPISODE = ("seed", "episode", "layout")
+#: A row of ``benchmarks/posttrain.py``'s rows.jsonl: an instruction (``id`` and ``text``) of a ``category``.
+PLAN_ROW = ("id", "text", "category", "outcome")
 
 
 def mcnemar(a: dict[Any, bool], b: dict[Any, bool]) -> dict[str, Any]:
@@ -45,24 +52,33 @@ def mcnemar(a: dict[Any, bool], b: dict[Any, bool]) -> dict[str, Any]:
 
 
 def load_episodes(run: Path) -> dict[tuple, dict[tuple, bool]]:
-    """Every ``episodes.jsonl`` under ``run``: cell -> episode -> success. ValueError naming the file and the
-    field for a row without the fields that pair it, or a run with no episodes."""
+    """Every ``episodes.jsonl`` (and ``benchmarks/posttrain.py`` ``rows.jsonl``) under ``run``: cell -> episode ->
+    success. ValueError naming the file and the field for a row without the fields that pair it, or a run with no
+    episodes."""
     if not run.exists():
         raise ValueError(f"{run}: no such run directory")
     cells: dict[tuple, dict[tuple, bool]] = defaultdict(dict)
-    files = sorted(run.rglob("episodes.jsonl")) if run.is_dir() else [run]
+    files = sorted([*run.rglob("episodes.jsonl"), *run.rglob("rows.jsonl")]) if run.is_dir() else [run]
     for path in files:
+        plans = path.name == "rows.jsonl"
+        fields = PLAN_ROW if plans else (*CELL, *EPISODE, "success")
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
             row = json.loads(line)
-            missing = [k for k in (*CELL, *EPISODE, "success") if k not in row]
+            missing = [k for k in fields if k not in row]
             if missing:
-                raise ValueError(f"{path}:{i}: row lacks {', '.join(missing)}; not an evaluation's episodes.jsonl")
+                what = "benchmarks/posttrain.py's rows.jsonl" if plans else "an evaluation's episodes.jsonl"
+                raise ValueError(f"{path}:{i}: row lacks {', '.join(missing)}; not {what}")
+            if plans:
+                cells[("plan", row["category"])][(row["id"], row["text"])] = row["outcome"] == "success"
+                continue
             cell = tuple(row[k] for k in CELL) + ((row["category"],) if "category" in row else ())
             cells[cell][tuple(row[k] for k in EPISODE)] = bool(row["success"])
     if not cells:
-        raise ValueError(f"{run}: no episodes.jsonl with episodes under it (run an evaluation with --out {run})")
+        raise ValueError(
+            f"{run}: no episodes.jsonl or rows.jsonl with episodes under it (run an evaluation with --out {run})"
+        )
     return dict(cells)
 
 
@@ -107,7 +123,9 @@ def table(figures: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("a", type=Path, help="the reference run's output directory (or one episodes.jsonl)")
+    parser.add_argument(
+        "a", type=Path, help="the reference run's output directory (or one episodes.jsonl or posttrain rows.jsonl)"
+    )
     parser.add_argument("b", type=Path, help="the run to compare with it")
     args = parser.parse_args(argv)
     try:

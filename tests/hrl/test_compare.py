@@ -56,3 +56,31 @@ def test_runs_that_cannot_be_paired_are_refused_by_name(tmp_path, capsys):
         compare(tmp_path / "a", tmp_path / "c")
     with pytest.raises(ValueError, match="no such run directory"):
         compare(tmp_path / "nowhere", tmp_path / "a")
+
+
+def write_plan_rows(path, outcomes, text="Go to the {}."):
+    """A run of benchmarks/posttrain.py: rows.jsonl, one instruction a row."""
+    path.mkdir(parents=True)
+    rows = [{"id": f"apartment-val-{i:06d}", "category": "avoid" if i % 2 else "single", "text": text.format(i),
+             "outcome": o, "reward": float(o == "success")} for i, o in enumerate(outcomes)]  # fmt: skip
+    (path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_posttrain_runs_are_paired_by_instruction_per_category(tmp_path, capsys):
+    a = write_plan_rows(tmp_path / "a", ["success", "success", "success", "missed_target"])
+    b = write_plan_rows(tmp_path / "b", ["success", "entered_avoided_room", "planner_error", "success"])
+    figures = compare(a, b)
+    assert figures["cells"]["plan/avoid"] == {"episodes": 2, "success_a": 1, "success_b": 1, "only_a": 1,
+                                                   "only_b": 1, "mcnemar_p": 1.0, "unpaired": 0}  # fmt: skip
+    assert (figures["cells"]["plan/single"]["only_a"], figures["all"]["only_a"], figures["all"]["only_b"]) == (1, 2, 1)
+    main([str(a), str(b)])
+    assert "| plan/single | 2 | 100% | 50% | -50.0 | 1 | 0 |" in capsys.readouterr().out
+    # the same ids with other sentences (another generator or seed) are other instructions: nothing pairs
+    other = write_plan_rows(tmp_path / "other", ["success"] * 4, text="Head for place {}.")
+    with pytest.raises(ValueError, match="share no episode"):
+        compare(a, other)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "rows.jsonl").write_text(json.dumps({"id": "x", "text": "t"}) + "\n")
+    with pytest.raises(ValueError, match=r"rows.jsonl:1: row lacks category, outcome; not benchmarks/posttrain.py"):
+        compare(a, tmp_path / "bad")
