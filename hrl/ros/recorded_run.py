@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -93,8 +92,8 @@ def record_sim_run(
         # and the recorder's subscriptions some time after it appears: a task sent before that loses the first
         # commands at one of them, and an open-loop replay never recovers from a missed start (two commands
         # missed: 0.15 m ATE). So the task waits until commands flow, for a second after both readers show.
-        heard: list[float] = []
-        node.create_subscription(Twist, "/cmd_vel", lambda m: heard.append(time.monotonic()), 10)
+        heard: list[Any] = []
+        node.create_subscription(Twist, "/cmd_vel", heard.append, 10)
         readers = lambda: node.count_subscribers("/cmd_vel") >= 3  # noqa: E731 (the robot, the recorder, us)
         if not spin_until(node, lambda: readers() and len(heard) >= 5, 60):
             raise RuntimeError(f"the policy node's /cmd_vel did not reach this process:\n{nodes.log(policy)}")
@@ -104,9 +103,7 @@ def record_sim_run(
         if not spin_until(node, final, timeout_s):
             raise RuntimeError(f"task {task!r} did not finish within {timeout_s} s:\n{nodes.log(planner)}")
         _finish(node, nodes, recorder, bag)
-        lag = lag_in(nodes.log(sim))
-        if lag is not None:  # the stand-in fell behind wall-clock time: its motion is not what the commands give
-            raise RuntimeError(f"sim_robot_node dropped control periods while recording {bag}: {lag}")
+        _refuse_if_lagged(nodes, sim, "sim_robot_node", bag)
         missed = missed_start(bag)
         if missed is not None:
             raise RuntimeError(f"the recording {bag} cannot be replayed: {missed}")
@@ -200,14 +197,20 @@ def record_arm_run(
                     raise RuntimeError(f"skill call {call.id} had no status within {timeout_s} s:\n{nodes.log(policy)}")
                 outcome.append(json.loads(mine()[0])["outcome"])
         _finish(node, nodes, recorder, bag)
-        lag = lag_in(nodes.log(sim))
-        if lag is not None:  # the stand-in fell behind wall-clock time: its motion is not what the commands give
-            raise RuntimeError(f"sim_arm_node dropped control periods while recording {bag}: {lag}")
+        _refuse_if_lagged(nodes, sim, "sim_arm_node", bag)
         return outcome
     finally:
         nodes.stop_all()
         node.destroy_node()
         rclpy.shutdown()
+
+
+def _refuse_if_lagged(nodes: Any, sim: Any, name: str, bag: Path) -> None:
+    """RuntimeError naming the lag when the simulated robot ``sim`` dropped control periods: a stand-in that fell
+    behind wall-clock time recorded motion its commands do not give."""
+    lag = lag_in(nodes.log(sim))
+    if lag is not None:
+        raise RuntimeError(f"{name} dropped control periods while recording {bag}: {lag}")
 
 
 def missed_start(bag: Path) -> str | None:
