@@ -51,6 +51,7 @@ class VLAConfig:
     augment: str = "strong"
     width: int = 16
     attention: bool = True
+    text_encoder: str = "smollm2_embeddings"
     device: str = "cpu"
     threads: int | None = None
     # stage=rl
@@ -138,6 +139,7 @@ class VLAConfig:
             seed=self.seed,
             width=self.width,
             attention=self.attention,
+            text_encoder=self.text_encoder,
             device=self.device,
             resume=self.resume,
         )

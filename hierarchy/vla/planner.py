@@ -69,7 +69,7 @@ class VLAPlanner:
         import torch
 
         from hierarchy.vla.model import NetConfig, VLANet
-        from hierarchy.vla.text import token_embeddings
+        from hierarchy.vla.text import text_encoder
 
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -89,7 +89,8 @@ class VLAPlanner:
         self.meta = {k: v for k, v in state.items() if k != "state_dict"}  # what model.pt says of itself
         self.net.eval()
         self.size = self.net.cfg.image_size
-        self.embeddings = token_embeddings()
+        # models before text_encoder existed were all trained on SmolLM2's input embeddings
+        self.embeddings = text_encoder(state.get("text", {}).get("kind", "smollm2_embeddings"))
         want = state.get("text", {}).get("fingerprint")
         if want and want != self.embeddings.fingerprint:
             raise ValueError(

@@ -41,6 +41,7 @@ class BCConfig:
     seed: int = 0
     width: int = 16
     attention: bool = True  # the bottleneck transformer block (hierarchy/vla/model.py)
+    text_encoder: str = "smollm2_embeddings"  # hierarchy.vla.text.ENCODERS
     device: str = "cpu"  # cpu | cuda | cuda:<i> | auto (cuda when torch sees a GPU)
     resume: bool = False
 
@@ -56,6 +57,10 @@ class BCConfig:
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         resolve_device(self.device)
+        from hierarchy.vla.text import ENCODERS
+
+        if self.text_encoder not in ENCODERS:
+            raise ValueError(f"text_encoder must be one of {', '.join(ENCODERS)}, got {self.text_encoder!r}")
 
 
 def resolve_device(device: str) -> str:
@@ -257,7 +262,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
 
     from hierarchy.vla.data import read_dataset
     from hierarchy.vla.model import NetConfig, VLANet
-    from hierarchy.vla.text import token_embeddings
+    from hierarchy.vla.text import text_encoder
 
     cfg.check()
     run_dir = Path(run_dir)
@@ -266,7 +271,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     val_set = read_dataset(cfg.val_data) if cfg.val_data else None
     split_seeds = check_splits(cfg.train_data, cfg.val_data)
     size = int(train_set.rgb.shape[1])
-    embeddings = token_embeddings()
+    embeddings = text_encoder(cfg.text_encoder)
     text = TextCache(embeddings)
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)
@@ -279,6 +284,12 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
         state = torch.load(ckpt, map_location=device, weights_only=False)
         # the network the run was started with (checkpoints from before `net` was saved had no attention block)
         net_cfg = NetConfig(**state.get("net", {**net_cfg.to_dict(), "attention": False}))
+        started_with = state.get("text_encoder", "smollm2_embeddings")
+        if started_with != cfg.text_encoder:
+            raise ValueError(
+                f"resume: {ckpt} was trained with text_encoder={started_with}, not {cfg.text_encoder}; "
+                f"resume with text_encoder={started_with}"
+            )
     net = VLANet(net_cfg).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: schedule(s, cfg.steps))
@@ -334,6 +345,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
                 {
                     "model": net.state_dict(),
                     "net": net.cfg.to_dict(),
+                    "text_encoder": cfg.text_encoder,
                     "optimizer": opt.state_dict(),
                     "scheduler": sched.state_dict(),
                     "rng": rng.bit_generator.state,
@@ -348,7 +360,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
             "format": MODEL_FORMAT,
             "net": net.cfg.to_dict(),
             "state_dict": {k: v.cpu() for k, v in net.state_dict().items()},
-            "text": {"source": embeddings.source, "fingerprint": embeddings.fingerprint},
+            "text": {"kind": embeddings.kind, "source": embeddings.source, "fingerprint": embeddings.fingerprint},
             "trained_on": [str(p) for p in cfg.train_data],
             "split_seeds": split_seeds,  # the generator split seeds of its demonstrations (hierarchy.vla.data)
             "steps": cfg.steps,

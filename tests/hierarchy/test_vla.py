@@ -156,6 +156,44 @@ def test_models_from_before_the_attention_block_still_load(demos, tmp_path):
         pass  # five steps of training may point at nothing or say done; what matters is that it runs
 
 
+def test_a_model_trained_on_contextual_states_plans_with_them(demos, tmp_path):
+    """text_encoder=gemma3_states: the words are Gemma 3 270M's last layer per token, which depends on the words
+    before (the input embeddings do not); model.pt says which encoder, the planner loads that one, and a resume
+    with another encoder is refused."""
+    from hierarchy.vla.planner import VLAPlanner
+    from hierarchy.vla.text import text_encoder
+
+    states, table = text_encoder("gemma3_states"), text_encoder("smollm2_embeddings")
+    plain, negated = "put the red block on the blue block", "do not put the red block on the blue block"
+    for enc in (states, table):
+        assert enc.tokens(negated)[-3:] == enc.tokens(plain)[-3:]
+    a, b = states.encode(plain), states.encode(negated)
+    assert a.shape == (len(states.tokens(plain)), 640) and a.dtype == np.float32
+    np.testing.assert_allclose(a.std(axis=1), 1.0, rtol=1e-3)  # standardised per token
+    assert np.abs(a[-1] - b[-1]).max() > 0.1  # the same last word, another state after "do not"
+    np.testing.assert_array_equal(states.encode(plain), a)  # deterministic: training caches it
+    np.testing.assert_array_equal(table.encode(plain)[-1], table.encode(negated)[-1])
+    with pytest.raises(ValueError, match="non-empty"):
+        states.encode("  ")
+
+    small = dict(train_data=[str(demos[0])], batch_size=4, eval_every=5, save_every=5, shift=0)
+    train(BCConfig(steps=5, text_encoder="gemma3_states", **small), tmp_path, progress=False)
+    state = torch.load(tmp_path / "model.pt", weights_only=False)
+    assert state["text"]["kind"] == "gemma3_states" and state["net"]["text_dim"] == 640
+    planner = VLAPlanner(model=str(tmp_path / "model.pt"))
+    assert planner.embeddings is states
+    samples = read_dataset(demos[0])
+    try:
+        plan = planner.plan_image(samples.instruction[0], demo_image(samples, 0), samples.proprio[0], blocks_view())
+        assert plan.subgoals[0].kind == "place"
+    except (PlanDone, PlanError):
+        pass  # five steps of training may say done; what matters is that it runs on the states
+    with pytest.raises(ValueError, match="trained with text_encoder=gemma3_states, not smollm2_embeddings"):
+        train(BCConfig(steps=10, resume=True, **small), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="text_encoder must be one of smollm2_embeddings, gemma3_states"):
+        BCConfig(train_data=["x"], text_encoder="bert").check()
+
+
 def test_the_shipped_model_reads_a_plain_instruction():
     from hierarchy.vla.planner import VLAPlanner
 
