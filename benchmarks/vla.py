@@ -110,7 +110,7 @@ def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
     domain = TabletopDomain()
     env = make_env("sort", backend)
     suite = load_tabletop_suite("tabletop_language_sort")
-    model, camera, words = [], [], []
+    model, camera, words, seen = [], [], [], set()
     try:
         for i in range(n):
             env.reset(seed=layout_seed(99, i, 0))
@@ -120,10 +120,11 @@ def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
             t1 = time.perf_counter()
             task = suite.tasks[i % len(suite.tasks)]
             proprio = np.array([*view.tcp, view.finger_width], dtype=np.float32)
-            t = time.perf_counter()
-            planner.embeddings.encode(task.text)
-            words.append((time.perf_counter() - t) * 1000)
-            planner.text(task.text)  # into the planner's cache: a plan is timed as an episode's later calls are
+            if task.text not in seen:  # the planner encodes an instruction once and caches it; timed here, so
+                seen.add(task.text)  # a plan below is timed as an episode's later calls are
+                t = time.perf_counter()
+                planner.text(task.text)
+                words.append((time.perf_counter() - t) * 1000)
             if i == 0:  # the first call of an instruction embeds it; an episode's later calls reuse it
                 with contextlib.suppress(PlanDone, PlanError):
                     planner.plan_image(task.text, image, proprio, view)

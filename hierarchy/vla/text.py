@@ -124,11 +124,16 @@ def token_embeddings(model_path: str | None = None) -> TokenEmbeddings:
     return TokenEmbeddings(model_path)
 
 
+def check_text_encoder(kind: str) -> None:
+    """A clear error for a ``text_encoder`` that is not one of :data:`ENCODERS`."""
+    if kind not in ENCODERS:
+        raise ValueError(f"text_encoder must be one of {', '.join(ENCODERS)}, got {kind!r}")
+
+
 @lru_cache(maxsize=4)
 def text_encoder(kind: str = "smollm2_embeddings") -> TokenEmbeddings | ContextualStates:
     """The encoder a model was trained with, one per process (:data:`ENCODERS`)."""
+    check_text_encoder(kind)
     if kind == "smollm2_embeddings":
         return token_embeddings()
-    if kind in ENCODERS:
-        return ContextualStates(kind.split("_")[0])
-    raise ValueError(f"text_encoder must be one of {', '.join(ENCODERS)}, got {kind!r}")
+    return ContextualStates(kind.split("_")[0])

@@ -57,10 +57,9 @@ class BCConfig:
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         resolve_device(self.device)
-        from hierarchy.vla.text import ENCODERS
+        from hierarchy.vla.text import check_text_encoder
 
-        if self.text_encoder not in ENCODERS:
-            raise ValueError(f"text_encoder must be one of {', '.join(ENCODERS)}, got {self.text_encoder!r}")
+        check_text_encoder(self.text_encoder)
 
 
 def resolve_device(device: str) -> str:

@@ -192,6 +192,8 @@ def test_a_model_trained_on_contextual_states_plans_with_them(demos, tmp_path):
         train(BCConfig(steps=10, resume=True, **small), tmp_path, progress=False)
     with pytest.raises(ValueError, match="text_encoder must be one of smollm2_embeddings, gemma3_states"):
         BCConfig(train_data=["x"], text_encoder="bert").check()
+    with pytest.raises(ValueError, match=r"text_encoder must be one of .*, got 'bert'"):
+        text_encoder("bert")  # a model.pt naming an unknown encoder, refused where the planner loads it
 
 
 def test_the_shipped_model_reads_a_plain_instruction():
