@@ -74,6 +74,11 @@ class VLAConfig:
             raise ValueError(f"stage must be 'data', 'bc', 'rl' or 'val', got {self.stage!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 or null, got {self.threads}")
+        if self.out is not None and self.stage != "data":
+            raise ValueError(
+                f"out={self.out} names stage=data's .hdf5 file; stage={self.stage} writes a run directory: "
+                f"hydra.run.dir={self.out} to choose it (default runs/vla/<time>)"
+            )
         if self.stage == "data":
             self.data_config().check()
         elif self.stage == "bc":
@@ -242,6 +247,7 @@ def resume(run_dir: Path, overrides: list[str]) -> int:
             f"resume={run_dir}: only a training run (stage=bc or rl) can be resumed; "
             f"this one is stage={values.get('stage')}"
         )
+    values["out"] = None  # runs started before out= was refused outside stage=data recorded it unused
     return _run(VLAConfig(**values), run_dir)
 
 

@@ -372,6 +372,8 @@ def test_hrl_vla_command_line_refuses_bad_values(tmp_path):
     assert r.returncode == 2 and "init_model is empty" in r.stderr, r.stderr
     r = run("stage=val")
     assert r.returncode == 2 and "stage=val needs init_model=<model.pt>" in r.stderr, r.stderr
+    r = run("stage=bc", "train_data=[a.hdf5]", "out=runs/vla/mine")  # was ignored silently: the run went elsewhere
+    assert r.returncode == 2 and "hydra.run.dir=runs/vla/mine to choose it" in r.stderr, r.stderr
     r = run("stage=rl", "init_model=x.pt", "rl_backends=[mujoco,gazebo]")
     assert r.returncode == 2 and "unknown backend 'gazebo' in rl_backends" in r.stderr, r.stderr
     r = subprocess.run(
