@@ -52,6 +52,7 @@ class VLAConfig:
     width: int = 16
     attention: bool = True
     text_encoder: str = "smollm2_embeddings"
+    text_dropout: float = 0.0
     device: str = "cpu"
     threads: int | None = None
     # stage=rl
@@ -145,6 +146,7 @@ class VLAConfig:
             width=self.width,
             attention=self.attention,
             text_encoder=self.text_encoder,
+            text_dropout=self.text_dropout,
             device=self.device,
             resume=self.resume,
         )

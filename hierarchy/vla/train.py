@@ -42,6 +42,7 @@ class BCConfig:
     width: int = 16
     attention: bool = True  # the bottleneck transformer block (hierarchy/vla/model.py)
     text_encoder: str = "smollm2_embeddings"  # hierarchy.vla.text.ENCODERS
+    text_dropout: float = 0.0  # each instruction token left out of a training sample with this probability
     device: str = "cpu"  # cpu | cuda | cuda:<i> | auto (cuda when torch sees a GPU)
     resume: bool = False
 
@@ -54,6 +55,8 @@ class BCConfig:
                 raise ValueError(f"{key} must be a positive integer, got {value!r}")
         if self.augment not in AUGMENTS:
             raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
+        if not 0.0 <= self.text_dropout < 1.0:
+            raise ValueError(f"text_dropout must be in [0, 1), got {self.text_dropout!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         resolve_device(self.device)
@@ -108,10 +111,26 @@ def strong_look(rgb: np.ndarray, depth: np.ndarray, rng: np.random.Generator) ->
     rgb *= np.exp(rng.uniform(np.log(0.3), np.log(2.0))) * rng.uniform(0.9, 1.1, 3)
 
 
+def drop_words(tokens: Any, p: float, rng: np.random.Generator) -> Any:
+    """``text_dropout``: each of an instruction's (L, dim) tokens left out with probability ``p``, at least one
+    kept (the sequence shortens: the GRU reads what is left, in order)."""
+    keep = rng.random(len(tokens)) >= p
+    if not keep.any():
+        keep[rng.integers(len(tokens))] = True
+    return tokens[np.flatnonzero(keep)]
+
+
 def batch_tensors(
-    samples: Any, index: np.ndarray, text: TextCache, rng: np.random.Generator | None, shift: int, augment="strong"
+    samples: Any,
+    index: np.ndarray,
+    text: TextCache,
+    rng: np.random.Generator | None,
+    shift: int,
+    augment="strong",
+    text_dropout: float = 0.0,
 ):
-    """The network's inputs and targets for ``index``; with ``rng`` augmented (shift, and ``augment``'s look)."""
+    """The network's inputs and targets for ``index``; with ``rng`` augmented (shift, ``augment``'s look, and
+    ``text_dropout``'s words left out)."""
     import torch
 
     from hierarchy.vla.model import pad_tokens
@@ -131,7 +150,10 @@ def batch_tensors(
             else:
                 rgb[i] *= rng.uniform(0.8, 1.2)
         rgb = np.clip(rgb, 0, 255)
-    tokens, mask = pad_tokens([text(samples.instruction[i]) for i in index])
+    words = [text(samples.instruction[i]) for i in index]
+    if rng is not None and text_dropout > 0:
+        words = [drop_words(w, text_dropout, rng) for w in words]
+    tokens, mask = pad_tokens(words)
     return (
         torch.from_numpy(rgb.astype(np.uint8)),
         torch.from_numpy(depth),
@@ -312,7 +334,9 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     running: list[dict[str, float]] = []
     for step in bar:
         index = rng.integers(0, len(train_set), cfg.batch_size)
-        batch = tuple(t.to(device) for t in batch_tensors(train_set, index, text, rng, cfg.shift, cfg.augment))
+        batch = tuple(
+            t.to(device) for t in batch_tensors(train_set, index, text, rng, cfg.shift, cfg.augment, cfg.text_dropout)
+        )
         loss, parts = losses(net, batch)
         opt.zero_grad()
         loss.backward()

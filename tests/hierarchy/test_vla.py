@@ -331,6 +331,28 @@ def test_strong_augmentation_randomises_the_look_not_the_labels(demos):
         BCConfig(train_data=["x"], augment="heavy").check()
 
 
+def test_text_dropout_leaves_words_out_of_training_samples_only(demos):
+    """text_dropout=p: a training sample's instruction loses each token with probability p, keeps its order and
+    at least one token; evaluation (no rng) reads every token."""
+    from hierarchy.vla.text import token_embeddings
+    from hierarchy.vla.train import TextCache, batch_tensors, drop_words
+
+    rng = np.random.default_rng(0)
+    words = torch.arange(40, dtype=torch.float32).view(20, 2)
+    kept = [drop_words(words, 0.5, rng) for _ in range(200)]
+    assert all(len(k) >= 1 for k in kept) and 5 < np.mean([len(k) for k in kept]) < 15
+    assert all(bool((k[1:, 0] > k[:-1, 0]).all()) for k in kept)  # order kept
+    assert all(len(drop_words(words[:1], 0.99, rng)) == 1 for _ in range(20))  # never empty
+    samples = read_dataset(demos[0])
+    text, index = TextCache(token_embeddings()), np.array([0, 1, 2, 3])
+    full = batch_tensors(samples, index, text, np.random.default_rng(1), 0, "strong")[4].sum(1)
+    dropped = batch_tensors(samples, index, text, np.random.default_rng(1), 0, "strong", 0.5)[4].sum(1)
+    assert (dropped <= full).all() and (dropped < full).any() and (dropped >= 1).all()
+    assert torch.equal(batch_tensors(samples, index, text, None, 0, "strong", 0.5)[4].sum(1), full)
+    with pytest.raises(ValueError, match="text_dropout must be in"):
+        BCConfig(train_data=["x"], text_dropout=1.0).check()
+
+
 def test_training_devices_are_checked():
     with pytest.raises(ValueError, match="device must be cpu, cuda, cuda:<i> or auto, got 'tpu'"):
         BCConfig(train_data=["x"], device="tpu").check()
