@@ -7,6 +7,7 @@
     hrl-vla stage=rl init_model=runs/vla/<bc time>/model.pt rl_steps=60   # RL from execution (hierarchy/vla/rl.py)
     hrl-vla stage=val init_model=runs/vla/<time>/model.pt episodes=60     # end-to-end success on unseen phrasings
     hrl-vla resume=runs/vla/<time>                          # continue a killed training run from its checkpoint
+    hrl-vla stage=bc ... hydra.run.dir=runs/vla/mine        # name the run directory (out= is stage=data's file)
 
 ``stage=bc`` writes ``runs/vla/<time>/``: ``model.pt`` (``planner=vla planner.params.model=<it>``),
 ``checkpoints/last.pt``, ``train_log.csv``, ``val_log.csv``, ``curves.png``, ``result.json``. The library is
