@@ -15,10 +15,12 @@ network, lifting and naming; p50 / p95 over ``--latency-n`` calls, the instructi
 episode), and separately the camera render.
 
     python benchmarks/vla.py [--quick] [--no-record] [--model runs/vla/<time>/model.pt] [--seeds 0 1 2]
-        [--rl-model runs/vla/<rl time>/model.pt] [--backends mujoco pybullet] [--planners vla symbolic]
+        [--rl-model runs/vla/<rl time>/model.pt | --candidate runs/vla/<time>/model.pt]
+        [--backends mujoco pybullet] [--planners vla symbolic]
 
 With ``--rl-model`` the VLA after RL runs on the same tasks and layouts: ``rl_gain_points_<simulator>`` and the
-paired counts (episodes only one of them solved, exact McNemar p).
+paired counts (episodes only one of them solved, exact McNemar p). ``--candidate`` does the same for any other
+model (``vla_candidate``, ``candidate_gain_points_<simulator>``): a model to ship against ``--model``, the shipped one.
 """
 
 from __future__ import annotations
@@ -143,20 +145,27 @@ def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
     }
 
 
-def paired(a: dict[tuple, bool], b: dict[tuple, bool]) -> dict[str, Any]:
-    """Episodes only the first / only the second planner solved, and the exact two-sided McNemar p-value."""
+def paired(a: dict[tuple, bool], b: dict[tuple, bool], names: tuple[str, str] = ("imitation", "rl")) -> dict:
+    """Episodes only the first / only the second planner solved (``only_<name>``), and the exact two-sided McNemar
+    p-value."""
     from hrl.compare import mcnemar
 
     m = mcnemar(a, b)
     return {
         "episodes": m["episodes"],
-        "only_imitation": m["only_a"],
-        "only_rl": m["only_b"],
+        f"only_{names[0]}": m["only_a"],
+        f"only_{names[1]}": m["only_b"],
         "mcnemar_p": m["mcnemar_p"],
     }
 
 
 def rl_gain(figures: dict[str, Any], backend: str) -> str:
+    if f"candidate_paired_{backend}" in figures:  # --candidate: another model against --model, not RL on it
+        pair = figures[f"candidate_paired_{backend}"]
+        return (
+            f"candidate - model, {backend}: {figures[f'candidate_gain_points_{backend}']:+} (only the candidate "
+            f"{pair['only_candidate']}, only the model {pair['only_model']}, p {pair['mcnemar_p']})"
+        )
     pair = figures[f"rl_paired_{backend}"]
     return (
         f"{backend}: {figures[f'rl_gain_points_{backend}']:+} (only RL {pair['only_rl']}, only imitation "
@@ -169,7 +178,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="seed 0, the first instruction of each category")
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--model", default="shipped:vla_tabletop")
-    parser.add_argument("--rl-model", default=None, help="also the VLA after RL (paired with --model's episodes)")
+    second = parser.add_mutually_exclusive_group()
+    second.add_argument("--rl-model", default=None, help="also the VLA after RL (paired with --model's episodes)")
+    second.add_argument(
+        "--candidate", default=None, help="also another VLA model, paired with --model's episodes (e.g. to ship)"
+    )
     parser.add_argument("--planners", nargs="+", default=["vla", "symbolic"])
     parser.add_argument("--suites", nargs="+", default=SUITES)
     parser.add_argument("--backends", nargs="+", default=["mujoco", "pybullet"])
@@ -194,31 +207,34 @@ def main() -> None:
         suites = [first_of_each_category(s) for s in suites]
     model_path = resolve_model(args.model)
     trained, missing, rendered = demo_seeds(model_path)
-    if args.rl_model:
-        rl_seeds, rl_missing, _ = demo_seeds(resolve_model(args.rl_model))
+    other = args.rl_model or args.candidate  # the second model, run as vla_rl or vla_candidate
+    other_name = "vla_rl" if args.rl_model else "vla_candidate"
+    if other:
+        rl_seeds, rl_missing, _ = demo_seeds(resolve_model(other))
         trained, missing = trained | rl_seeds, sorted(set(missing) | set(rl_missing))
     if missing:
         print(f"warning: demonstration files not here, their layouts are not checked: {missing}", file=sys.stderr)
     used = {layout_seed(seed, i, 0) for seed in seeds for s in suites for i in range(len(s.tasks))}
     overlap = len(trained & used)
     if overlap:
-        raise SystemExit(f"{overlap} evaluation layouts are demonstration layouts of {model_path}; pick other seeds")
+        raise SystemExit(f"{overlap} evaluation layouts are demonstration layouts of the models; pick other seeds")
     domain = TabletopDomain.with_skills()
     cells: dict[str, Any] = {}
     figures: dict[str, Any] = {
         "quick": args.quick,
         "seeds": seeds,
         "model": str(model_path),
+        **({"candidate": str(resolve_model(args.candidate))} if args.candidate else {}),
         "decode": args.decode,
         "vla_params": overrides,
     }
     t0 = time.perf_counter()
     runs = [(name, name) for name in args.planners]
-    if args.rl_model:  # the same planner with the RL model, on the same tasks and layouts: a paired comparison
-        runs.insert(runs.index(("vla", "vla")) + 1 if ("vla", "vla") in runs else 0, ("vla_rl", "vla"))
+    if other:  # the same planner with the second model, on the same tasks and layouts: a paired comparison
+        runs.insert(runs.index(("vla", "vla")) + 1 if ("vla", "vla") in runs else 0, (other_name, "vla"))
     successes: dict[str, dict[tuple, bool]] = {}
     for name, kind in runs:
-        model = args.rl_model if name == "vla_rl" else args.model
+        model = other if name == other_name else args.model
         params = {"model": model, "threads": args.threads} if kind == "vla" else {}
         if kind == "vla":
             params.update({"decode": args.decode} if args.decode else {}, **overrides)
@@ -260,12 +276,13 @@ def main() -> None:
                     f"of {c['episodes']}  {c['failure_reasons']}",
                     flush=True,
                 )
-    if args.rl_model and "vla" in args.planners:
+    if other and "vla" in args.planners:
+        key, names = ("rl", ("imitation", "rl")) if args.rl_model else ("candidate", ("model", "candidate"))
         for be in args.backends:
-            a, b = successes[f"vla/{be}"], successes[f"vla_rl/{be}"]
-            gain = cells[f"vla_rl/{be}/all"]["success_rate"] - cells[f"vla/{be}/all"]["success_rate"]
-            figures[f"rl_gain_points_{be}"] = round(100 * gain, 1)
-            figures[f"rl_paired_{be}"] = paired(a, b)
+            a, b = successes[f"vla/{be}"], successes[f"{other_name}/{be}"]
+            gain = cells[f"{other_name}/{be}/all"]["success_rate"] - cells[f"vla/{be}/all"]["success_rate"]
+            figures[f"{key}_gain_points_{be}"] = round(100 * gain, 1)
+            figures[f"{key}_paired_{be}"] = paired(a, b, names)
     if "vla" in args.planners and len(args.backends) > 1:
         # from the simulator the demonstrations were rendered in to the other (the first two --backends when the
         # files are not here to say; the figures name which way it was taken)
@@ -301,7 +318,11 @@ def main() -> None:
                 f"{lat.get('plan_ms_p50')} / {lat.get('plan_ms_p95')} ms (camera {lat.get('camera_ms_p50')} ms; "
                 f"words {lat.get('text_ms_p50')} ms once per instruction)",
                 f"{figures['sim2sim_drop_points']} ({figures['sim2sim']})" if "sim2sim" in figures else "",
-                "<br>".join(rl_gain(figures, be) for be in args.backends if f"rl_gain_points_{be}" in figures),
+                "<br>".join(
+                    rl_gain(figures, be)
+                    for be in args.backends
+                    if f"rl_gain_points_{be}" in figures or f"candidate_gain_points_{be}" in figures
+                ),
                 f"{figures['wall_time_s']:.0f} s",
             ],
             [

@@ -296,6 +296,28 @@ def test_vla_failures_are_told_apart_from_the_episodes_events():
     assert kind("episode_limit at place red on blue", "red on blue") == "episode_limit at place red on blue"
 
 
+def test_vla_pairs_a_candidate_model_under_its_own_name():
+    """--candidate: another model against --model, named as such in the paired counts and the RESULTS cell (the
+    2026-12-07 ship row had to be relabelled by hand when only --rl-model could pair two models)."""
+    from benchmarks.vla import paired, rl_gain
+
+    a = {(0, i): i < 6 for i in range(10)}  # --model solves episodes 0-5
+    b = {(0, i): 3 <= i < 8 for i in range(10)}  # the candidate 3-7
+    pair = paired(a, b, ("model", "candidate"))
+    assert (pair["only_model"], pair["only_candidate"], pair["episodes"]) == (3, 2, 10)
+    cell = rl_gain({"candidate_gain_points_mujoco": -10.0, "candidate_paired_mujoco": pair}, "mujoco")
+    assert cell.startswith("candidate - model, mujoco: -10.0 (only the candidate 2, only the model 3, p ")
+    rl = rl_gain({"rl_gain_points_mujoco": -10.0, "rl_paired_mujoco": paired(a, b)}, "mujoco")
+    assert rl.startswith("mujoco: -10.0 (only RL 2, only imitation 3, p ")
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "vla.py"), "--rl-model", "a.pt", "--candidate", "b.pt"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr, r.stderr
+
+
 def test_tabletop_language_names_a_missing_adapter(tmp_path):
     """--adapter scores a candidate adapter; a path that is not a file stops before anything runs, naming it."""
     missing = tmp_path / "none.gguf"
