@@ -47,23 +47,31 @@ from llm_planner.base import make_planner
 
 
 def demo_seeds(model_path: Path) -> tuple[set[int], list[str], set[str]]:
-    """The layout seeds of the demonstrations the model was trained on (the files model.pt names), the files that
-    are not on this machine (their layouts cannot be checked; the output says so), and the simulators those
-    demonstrations were rendered in."""
+    """The layout seeds of the demonstrations the model was trained on (the files model.pt names, or, for a file not
+    on this machine, recomputed from the generator settings model.pt records), the files whose layouts cannot be
+    checked (neither here nor recorded; the output says so), and the simulators those demonstrations were
+    rendered in."""
     import h5py
     import torch
+
+    from hierarchy.vla.data import generator_layouts
 
     state = torch.load(model_path, map_location="cpu", weights_only=False)
     seeds: set[int] = set()
     missing = []
     rendered: set[str] = set()
-    for f in state.get("trained_on", []):
-        if not Path(f).is_file():
+    files = state.get("trained_on", [])
+    generators = state.get("demo_generators") or [None] * len(files)  # models since 2026-12-07 record them
+    for f, generator in zip(files, generators, strict=True):
+        if Path(f).is_file():
+            with h5py.File(f, "r") as h:
+                seeds |= {int(g.attrs["seed"]) for g in h["data"].values()}
+                rendered.add(json.loads(h["data"].attrs["generator"])["backend"])
+        elif generator is not None:  # not here, but what made it is known: the same layouts, recomputed
+            seeds |= generator_layouts(generator)
+            rendered.add(generator["backend"])
+        else:
             missing.append(str(f))
-            continue
-        with h5py.File(f, "r") as h:
-            seeds |= {int(g.attrs["seed"]) for g in h["data"].values()}
-            rendered.add(json.loads(h["data"].attrs["generator"])["backend"])
     from hierarchy.vla.rl import rl_stages, stage_layout_seed
 
     for rl in rl_stages(state):  # the layouts each RL stage drew (hierarchy/vla/rl.py: one per task of every update)

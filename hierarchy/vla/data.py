@@ -252,6 +252,21 @@ def episodes(cfg: DataConfig) -> Iterator[tuple[str, int, TabletopTask, dict]]:
             env.close()
 
 
+def generator_layouts(generator: dict[str, Any]) -> set[int]:
+    """The layout seed of every episode a file's generator settings (``data.attrs['generator']``, also recorded in
+    ``model.pt`` as ``demo_generators``) made, as :func:`episodes` draws them: checkable without the file."""
+    n, split, seed = int(generator["episodes"]), str(generator["split"]), int(generator["seed"])
+    return {layout_seed(split, seed, si, i) for si in range(len(generator["scenes"])) for i in range(n)}
+
+
+def file_generator(path: str | Path) -> dict[str, Any]:
+    """A demonstration file's generator settings (what made it)."""
+    import h5py
+
+    with h5py.File(path, "r") as h:
+        return json.loads(h["data"].attrs["generator"])
+
+
 # ---- HDF5 ---------------------------------------------------------------------------------------------------
 def write_dataset(
     path: str | Path, cfg: DataConfig, progress: Callable[[int, int], None] | None = None

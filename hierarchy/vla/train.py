@@ -281,7 +281,7 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     import torch
     from tqdm import tqdm
 
-    from hierarchy.vla.data import read_dataset
+    from hierarchy.vla.data import file_generator, read_dataset
     from hierarchy.vla.model import NetConfig, VLANet
     from hierarchy.vla.text import text_encoder
 
@@ -385,6 +385,8 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
             "state_dict": {k: v.cpu() for k, v in net.state_dict().items()},
             "text": {"kind": embeddings.kind, "source": embeddings.source, "fingerprint": embeddings.fingerprint},
             "trained_on": [str(p) for p in cfg.train_data],
+            # what made each file: benchmarks/vla.py recomputes their layouts when the files are not on the machine
+            "demo_generators": [file_generator(p) for p in cfg.train_data],
             "split_seeds": split_seeds,  # the generator split seeds of its demonstrations (hierarchy.vla.data)
             "steps": cfg.steps,
         },

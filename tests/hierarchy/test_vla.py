@@ -695,3 +695,29 @@ def test_val_files_and_the_val_stage_hold_out_phrasings_only_of_the_split_seed_t
     out = validate_episodes(str(run / "model.pt"), ("blocks",), episodes=2, progress=False, split_seed=1)
     assert out["unseen_phrasings"] is True and out["training_split_seeds"] == [] and out["split_seed"] == 1
     assert torch.load(run / "model.pt", weights_only=False)["split_seeds"] == []
+
+
+def test_the_benchmark_checks_layouts_of_demonstration_files_that_are_gone(tmp_path):
+    """model.pt records each demonstration file's generator settings, so benchmarks/vla.py recomputes the files'
+    layouts (to keep them out of the test) on a machine that does not have them."""
+    from benchmarks.vla import demo_seeds
+    from hierarchy.vla.data import file_generator, generator_layouts
+
+    data = tmp_path / "d.hdf5"
+    write_dataset(data, DataConfig(scenes=("blocks", "sort"), episodes=2, seed=5, image_size=64))
+    with h5py.File(data, "r") as h:
+        recorded = {int(g.attrs["seed"]) for g in h["data"].values()}
+    assert generator_layouts(file_generator(data)) == recorded and len(recorded) == 4
+    train(
+        BCConfig(train_data=[str(data)], steps=2, batch_size=2, eval_every=2, save_every=2),
+        tmp_path / "run",
+        progress=False,
+    )
+    model = tmp_path / "run" / "model.pt"
+    assert demo_seeds(model) == (recorded, [], {"mujoco"})
+    data.rename(tmp_path / "gone.hdf5")
+    assert demo_seeds(model) == (recorded, [], {"mujoco"})  # recomputed, not "not checked"
+    state = torch.load(model, weights_only=False)
+    del state["demo_generators"]  # a model from before they were recorded
+    torch.save(state, tmp_path / "old.pt")
+    assert demo_seeds(tmp_path / "old.pt") == (set(), [str(data)], set())
