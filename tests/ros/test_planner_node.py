@@ -41,7 +41,9 @@ class PlannerView:
         self.goal = node.create_publisher(PoseStamped, "/goal_pose", 10)
         # both ways: a status published before the node's /task_status writer has matched this reader is lost
         # (volatile), and a fresh-clone CI run lost the first "planning: ..." that way
-        heard = lambda: node.count_subscribers("/task") and node.count_subscribers("/goal_pose")  # noqa: E731
+        # matched readers of these very writers, not the graph's count: a CI run lost a first /goal_pose published
+        # after the graph knew the node's reader but before this writer had matched it
+        heard = lambda: self.task.get_subscription_count() and self.goal.get_subscription_count()  # noqa: E731
         said = lambda: all(node.count_publishers(t) for t in ("/task_status", "/plan", "/subgoal"))  # noqa: E731
         assert spin_until(node, lambda: heard() and said(), 120), self.log()
 
