@@ -167,7 +167,8 @@ def paired(a: dict[tuple, bool], b: dict[tuple, bool], names: tuple[str, str] = 
     }
 
 
-def rl_gain(figures: dict[str, Any], backend: str) -> str:
+def paired_cell(figures: dict[str, Any], backend: str) -> str:
+    """The RESULTS cell of the second model against --model on ``backend``: RL's gain, or a --candidate's."""
     if f"candidate_paired_{backend}" in figures:  # --candidate: another model against --model, not RL on it
         pair = figures[f"candidate_paired_{backend}"]
         return (
@@ -218,8 +219,8 @@ def main() -> None:
     other = args.rl_model or args.candidate  # the second model, run as vla_rl or vla_candidate
     other_name = "vla_rl" if args.rl_model else "vla_candidate"
     if other:
-        rl_seeds, rl_missing, _ = demo_seeds(resolve_model(other))
-        trained, missing = trained | rl_seeds, sorted(set(missing) | set(rl_missing))
+        other_seeds, other_missing, _ = demo_seeds(resolve_model(other))
+        trained, missing = trained | other_seeds, sorted(set(missing) | set(other_missing))
     if missing:
         print(f"warning: demonstration files not here, their layouts are not checked: {missing}", file=sys.stderr)
     used = {layout_seed(seed, i, 0) for seed in seeds for s in suites for i in range(len(s.tasks))}
@@ -327,7 +328,7 @@ def main() -> None:
                 f"words {lat.get('text_ms_p50')} ms once per instruction)",
                 f"{figures['sim2sim_drop_points']} ({figures['sim2sim']})" if "sim2sim" in figures else "",
                 "<br>".join(
-                    rl_gain(figures, be)
+                    paired_cell(figures, be)
                     for be in args.backends
                     if f"rl_gain_points_{be}" in figures or f"candidate_gain_points_{be}" in figures
                 ),

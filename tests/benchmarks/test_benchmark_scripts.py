@@ -299,15 +299,15 @@ def test_vla_failures_are_told_apart_from_the_episodes_events():
 def test_vla_pairs_a_candidate_model_under_its_own_name():
     """--candidate: another model against --model, named as such in the paired counts and the RESULTS cell (the
     2026-12-07 ship row had to be relabelled by hand when only --rl-model could pair two models)."""
-    from benchmarks.vla import paired, rl_gain
+    from benchmarks.vla import paired, paired_cell
 
     a = {(0, i): i < 6 for i in range(10)}  # --model solves episodes 0-5
     b = {(0, i): 3 <= i < 8 for i in range(10)}  # the candidate 3-7
     pair = paired(a, b, ("model", "candidate"))
     assert (pair["only_model"], pair["only_candidate"], pair["episodes"]) == (3, 2, 10)
-    cell = rl_gain({"candidate_gain_points_mujoco": -10.0, "candidate_paired_mujoco": pair}, "mujoco")
+    cell = paired_cell({"candidate_gain_points_mujoco": -10.0, "candidate_paired_mujoco": pair}, "mujoco")
     assert cell.startswith("candidate - model, mujoco: -10.0 (only the candidate 2, only the model 3, p ")
-    rl = rl_gain({"rl_gain_points_mujoco": -10.0, "rl_paired_mujoco": paired(a, b)}, "mujoco")
+    rl = paired_cell({"rl_gain_points_mujoco": -10.0, "rl_paired_mujoco": paired(a, b)}, "mujoco")
     assert rl.startswith("mujoco: -10.0 (only RL 2, only imitation 3, p ")
     r = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "vla.py"), "--rl-model", "a.pt", "--candidate", "b.pt"],
