@@ -410,7 +410,7 @@ def tabletop_vocabulary_from_dict(data: object, scene: TabletopScene, source: st
         f = root.sub("sizes")
         f.reject_unknown(SIZE_CLASSES)
         sizes = {k: claim(f, k, f.string_list(k)) for k in SIZE_CLASSES if f.has(k)}
-    colors_f = root.sub("colors")
+    colors_f = _colors_fields(root, source)
     for key in colors_f.data:
         if str(key) not in PALETTE:
             raise colors_f.error(
@@ -426,7 +426,7 @@ def tabletop_vocabulary_from_dict(data: object, scene: TabletopScene, source: st
     colors: dict[str, tuple[str, ...]] = {}
     like: dict[str, tuple[str, ...]] = {}
     for key in colors_f.data:
-        c = Fields(source, colors_f.child_path(str(key)), colors_f.data[key])
+        c = Fields(colors_f.source, colors_f.child_path(str(key)), colors_f.data[key])
         c.reject_unknown(("words", "like"))
         colors[str(key)] = claim(c, "words", c.string_list("words") if c.has("words") else (str(key),))
         like[str(key)] = claim(c, "like", c.string_list("like")) if c.has("like") else ()
@@ -459,6 +459,19 @@ def tabletop_vocabulary_from_dict(data: object, scene: TabletopScene, source: st
                                      "nouns name the kind of place (the generator adds its colour)")  # fmt: skip
         places[p] = tuple(" ".join(n.split()) for n in nouns)  # a noun may be shared by places: "bin" for every bin
     return SceneVocabulary(scene.name, source, objects, sizes, colors, like, places)
+
+
+def _colors_fields(root: Fields, source: str) -> Fields:
+    """The ``colors`` mapping: in the file itself, or (a string) in a file beside it that scenes share
+    (``colors: colors.yaml``, whose top level is that mapping); errors then name the shared file."""
+    value = root.raw("colors")
+    if not isinstance(value, str):
+        return root.sub("colors")
+    path = Path(source).parent / value
+    if not path.is_file():
+        raise root.error("colors", f"{value!r} is not a file beside this one ({str(path)!r} does not exist); give the "
+                         "colours here as a mapping or name a colours file in the same folder")  # fmt: skip
+    return Fields(str(path), "", load_yaml_mapping(path))
 
 
 # -- gold rules -----------------------------------------------------------------------------------------------

@@ -273,6 +273,25 @@ def test_a_scene_a_user_adds_gets_instructions_from_its_own_vocabulary(tmp_path)
         generate_tabletop(tmp_path / "bins.yaml", 5)
 
 
+def test_scenes_share_a_colours_file_and_its_errors_name_that_file(tmp_path):
+    (tmp_path / "bins.yaml").write_text((SCENES_DIR / "sort.yaml").read_text().replace("name: sort", "name: bins"))
+    (tmp_path / "vocab").mkdir()
+    colors = _vocab()["colors"]
+    (tmp_path / "vocab" / "palette.yaml").write_text(json.dumps(colors))
+    (tmp_path / "vocab" / "bins.yaml").write_text(json.dumps(_vocab(scene="bins", colors="palette.yaml")))
+    v = load_tabletop_vocabulary(tmp_path / "bins.yaml")
+    assert v.like["red"] == ("a ladybird",) and v.colors["blue"] == ("blue",)
+    # the shipped scenes read one file: the same words in each
+    shipped = [load_tabletop_vocabulary(s) for s in SCENES]
+    assert all(s.like == shipped[0].like and s.colors == shipped[0].colors for s in shipped)
+    (tmp_path / "vocab" / "palette.yaml").write_text(json.dumps(colors | {"red": {"like": ["a red apple"]}}))
+    with pytest.raises(ConfigFileError, match=r"vocab/palette.yaml: red.like\[0\]: 'a red apple' contains"):
+        load_tabletop_vocabulary(tmp_path / "bins.yaml")
+    (tmp_path / "vocab" / "bins.yaml").write_text(json.dumps(_vocab(scene="bins", colors="palete.yaml")))
+    with pytest.raises(ConfigFileError, match=r"bins.yaml: colors: 'palete.yaml' is not a file beside this one"):
+        load_tabletop_vocabulary(tmp_path / "bins.yaml")
+
+
 def test_cli_writes_jsonl_splits_and_a_card(tmp_path):
     main(["--scene", "blocks", "--scene", "sort", "--n", "40", "--n-val", "20", "--seed", "2", "--out", str(tmp_path)])
     card = json.loads((tmp_path / "card.json").read_text())
