@@ -118,6 +118,16 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "have {x} end up {on} {y}",
         "lower {x} {into} {y}",
         "deposit {x} {on} {y}",
+        "place {x} carefully {on} {y}",
+        "bring {x} across {into} {y}",
+        "load {x} {into} {y}",
+        "park {x} {on} {y}",
+        "stash {x} {into} {y}",
+        "hoist {x} {into} {y}",
+        "tuck {x} {into} {y}",
+        "get {x} and stand {it} {on} {y}",
+        "lift {x} and lower {it} {into} {y}",
+        "take {x} and put {it} {on} {y}",
     ),
     "frame": (
         "{c}.",
@@ -131,6 +141,15 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "{c}, if you can.",
         "Would you {c}?",
         "Next task: {c}.",
+        "Please {c}.",
+        "Kindly {c}.",
+        "Let's {c}.",
+        "Try to {c}.",
+        "Could you please {c}?",
+        "Do me a favour and {c}.",
+        "Here's what I need: {c}.",
+        "Task: {c}.",
+        "I'd appreciate it if you could {c}.",
     ),
     "statement": (
         "{x} should end up {on} {y}.",
@@ -141,6 +160,12 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "I'd like to see {x} {on} {y}.",
         "Let's have {x} {on} {y}.",
         "What I want: {x} {on} {y}.",
+        "{x} must end up {on} {y}.",
+        "I'd like {x} to finish {on} {y}.",
+        "The plan: {x} {on} {y}.",
+        "By the end, {x} should sit {on} {y}.",
+        "End state: {x} {on} {y}.",
+        "{x} belongs {on} {y} now.",
     ),
     "then2": (
         "{c1}, then {c2}.",
@@ -153,6 +178,13 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Before anything else, {c1}; then {c2}.",
         "{c1}. When that is done, {c2}.",
         "{c1}. Once finished, {c2}.",
+        "Once you {c1}, {c2}.",
+        "After you {c1}, {c2}.",
+        "{c2}, but only after you {c1}.",
+        "Before you {c2}, {c1}.",
+        "First, {c1}. Second, {c2}.",
+        "{c1} and then {c2}.",
+        "{c1}, and {c2} after that.",
     ),
     "then3": (
         "{c1}, then {c2}, and finally {c3}.",
@@ -161,6 +193,10 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Step one: {c1}. Step two: {c2}. Step three: {c3}.",
         "{c1}. Next, {c2}. Finally, {c3}.",
         "Start off: {c1}, then {c2}, and to finish, {c3}.",
+        "First {c1}, second {c2}, third {c3}.",
+        "{c1}. After that, {c2}. Last of all, {c3}.",
+        "{c1}, {c2}, and then {c3}.",
+        "Once you {c1}, {c2}, and after that {c3}.",
     ),
     "order": (
         "{n1} first, {n2} last.",
@@ -171,6 +207,12 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Two moves: {n1}, then {n2}.",
         "Three moves, in order: {n1}, {n2}, {n3}.",
         "{n1} first, {n2} next, {n3} last.",
+        "{n2}, but only after {n1}.",
+        "Order matters: {n1} before {n2}.",
+        "{n2} comes after {n1}.",
+        "Start with {n1} and finish with {n2}.",
+        "Start with {n1}, end with {n3}, and do {n2} in between.",
+        "Begin with {n1}, then {n2}, then {n3}.",
     ),
     "stack2": (
         "Build a two-block tower with {b} at the bottom and {t} on top.",
@@ -179,6 +221,9 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Pile {t} onto {b} to make a tower.",
         "Form a stack of two, {b} underneath and {t} up top.",
         "Create a tower where {t} sits on {b}.",
+        "A tower of two, please: {b} at the base, {t} on it.",
+        "Two-storey tower: {b} down low, {t} up high.",
+        "Rest {t} on {b} so the two form a tower.",
     ),
     "stack3": (
         "Build a tower with {b} at the bottom, {m} in the middle and {t} on top.",
@@ -188,6 +233,9 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "I want a tower of three with {t} at the top, {m} below it and {b} at the base.",
         "Form a stack: {b} as the base, {m} next, {t} last.",
         "Three {nouns}, one tower: {t} over {m} over {b}.",
+        "Build it up from {b}: {m} on that, and {t} to finish.",
+        "Tower time: {b} at the bottom, {t} at the very top, {m} sandwiched between.",
+        "Three high: {t} on top, {b} at the bottom, {m} in between.",
     ),
     "sort": (
         "Every {noun} goes into the {pnoun} of the same colour.",
@@ -200,6 +248,9 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Sort by colour: every {noun} in its matching {pnoun}.",
         "Arrange the {nouns} so each sits in the {pnoun} of its own colour.",
         "Separate the {nouns} into the {pnouns} by colour.",
+        "Each {noun} belongs in the {pnoun} of its colour.",
+        "Colour-match the {nouns} to the {pnouns}.",
+        "Return each {noun} to the {pnoun} that shares its colour.",
     ),
     "sort_some": (
         "Sort {g} into the {pnouns} of their colours.",
@@ -207,6 +258,8 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Take {g} and drop each in the {pnoun} of its colour.",
         "{g} go into the {pnouns} that match their colours.",
         "Just {g} this time, each into the {pnoun} of the same colour.",
+        "Deal with {g} only: each into the {pnoun} of its colour.",
+        "{g} each belong in the {pnoun} of their colour.",
     ),
     "clear": (
         "Everything on the table goes {into} {p}.",
@@ -219,6 +272,9 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Move the whole lot {into} {p}.",
         "Pack every {noun} away {into} {p}.",
         "Round up the {nouns} and leave them {in} {p}.",
+        "Clear the table {into} {p}.",
+        "Sweep every {noun} {into} {p}.",
+        "All of the {nouns} belong {in} {p}.",
     ),
     "clear_group": (
         "Gather {g} {into} {p}.",
@@ -226,6 +282,8 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Clear {g} off the table {into} {p}.",
         "{g} should end up together {in} {p}.",
         "Bring {g} over {into} {p}.",
+        "Round up {g} {into} {p}.",
+        "{g} all belong {in} {p}.",
     ),
     "ontop": (
         "Set {x} on top of {y}.",
@@ -235,6 +293,10 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "I want {x} on top of {y}.",
         "Lift {x} up on top of {y}.",
         "Could you get {x} on top of {y}?",
+        "Perch {x} on top of {y}.",
+        "Crown {y} with {x}.",
+        "Top {y} off with {x}.",
+        "{y} gets {x} on top of it.",
     ),
     "beneath": (
         "Leave {y} in place and make it the {noun} beneath {x}.",
@@ -242,6 +304,8 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "I want {y} underneath {x}; {y} itself must not move.",
         "Keep {y} where it is and bring {x} over so that {y} is right beneath it.",
         "{y} stays put, and {x} should end up with {y} underneath it.",
+        "Don't move {y}; just get {x} sitting above it.",
+        "{y} is staying where it is: give it {x} on top.",
     ),
     "justmoved": (
         "the {noun} you just moved",
@@ -250,6 +314,8 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "the {noun} you just put down",
         "the {noun} you handled last",
         "the {noun} you just set down",
+        "the {noun} you last moved",
+        "the {noun} you moved just now",
     ),
     "placerel": (
         "the {pnoun} between {p1} and {p2}",
@@ -260,6 +326,11 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "the {pnoun} beside {p1}",
         "the {pnoun} nearest the robot's base",
         "the spot closest to {p1}",
+        "the {pnoun} nearest to {p1}",
+        "the {pnoun} furthest from the robot",
+        "the {pnoun} sitting between {p1} and {p2}",
+        "the {pnoun} right by {p1}",
+        "the {pnoun} nearest to you",
     ),
     "indref": (
         "the {noun} the colour of {like}",
@@ -268,6 +339,12 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "the {noun} that has the colour of {like}",
         "the {noun} matching the colour of {like}",
         "the {noun} whose colour is that of {like}",
+        "the {noun} that is the colour of {like}",
+        "the {noun} in the shade of {like}",
+        "the {noun} painted the colour of {like}",
+        "the {noun} sharing a colour with {like}",
+        "the {noun} of the same colour as {like}",
+        "the {noun} tinted like {like}",
     ),
     "negref": (
         "the {noun} that is not {c1}",
@@ -280,6 +357,11 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "the {color} {noun} that is not the {size} one",
         "the {color} {noun} that isn't the {size} one",
         "the {size} {noun} that isn't {c1} or {c2}",
+        "the {noun} that's not {c1}",
+        "the non-{c1} {noun}",
+        "whichever {noun} isn't {c1}",
+        "the {noun} which is neither {c1} nor {c2}",
+        "the {size} {noun} which isn't {c1}",
     ),
     "negall": (
         "Move every {noun} except {e} {into} {p}.",
@@ -289,6 +371,9 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Everything except {e} should end up {in} {p}.",
         "Leave {e} on the table and gather the other {nouns} {into} {p}.",
         "With the exception of {e}, get every {noun} {into} {p}.",
+        "Everything but {e} goes {into} {p}.",
+        "Fill {p} with every {noun} except {e}.",
+        "Keep {e} out of it; the rest go {into} {p}.",
     ),
     "negsort": (
         "Leave {e} out and sort the rest into the {pnouns} by colour.",
@@ -296,6 +381,8 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "Colour-sort all the {nouns} but {e}.",
         "Match every {noun} other than {e} to the {pnoun} of the same colour.",
         "Skip {e}; the other {nouns} go into the {pnouns} of their colours.",
+        "Sort everything but {e} into the {pnouns} by colour.",
+        "Apart from {e}, each {noun} goes into the {pnoun} of its colour.",
     ),
     "leave": (
         "Don't touch {e}; just {c}.",
@@ -303,12 +390,16 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "{c}, and keep your hands off {e}.",
         "Ignore {e} and {c}.",
         "{c}, but leave {e} exactly where it is.",
+        "{c}; {e} stays where it is.",
+        "Leave {e} alone and {c}.",
+        "{c} without disturbing {e}.",
     ),
     "group": (
         "both {c} {nouns}",
         "the two {c} {nouns}",
         "all the {c} {nouns}",
         "the {c} {nouns}",
+        "each of the {c} {nouns}",
     ),
     "prefix": (
         "Hey robot, ",
@@ -321,6 +412,10 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         "One more thing: ",
         "So, ",
         "Listen up, ",
+        "Please, ",
+        "Excuse me, ",
+        "Quick one: ",
+        "Robot, ",
     ),
     "suffix": (
         " Thanks!",
@@ -333,6 +428,10 @@ TEMPLATES: dict[str, tuple[str, ...]] = {
         " Thanks a bunch.",
         " Appreciate it.",
         " Go slowly.",
+        " Please.",
+        " When you can.",
+        " Take your time.",
+        " Ta.",
     ),
 }
 
@@ -1180,8 +1279,8 @@ class TabletopInstructionGenerator:
 
 
 #: The forms of TEMPLATES["placerel"] that say each relation.
-PLACE_RELATION_FORMS = {"between": (0,), "middle": (1,), "next": (2, 5), "closest": (3, 6), "farthest": (4,),
-                        "spot": (7,)}  # fmt: skip
+PLACE_RELATION_FORMS = {"between": (0, 10), "middle": (1,), "next": (2, 5, 8, 11), "closest": (3, 6, 12),
+                        "farthest": (4, 9), "spot": (7,)}  # fmt: skip
 #: "Next to" a place: the nearest within this distance (m), at least this factor nearer than the second nearest;
 #: "closest to the robot": at most this factor of the second closest's distance (and "farthest" the reverse).
 NEXT_TO = 0.3

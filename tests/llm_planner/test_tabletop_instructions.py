@@ -312,7 +312,8 @@ def _colors_of_words(scene):
 
 
 NEGATED = re.compile(
-    r"\b(?:not|isn't|neither|nor|or|except|but|than|from|skip|of|leave|out)\s+(?:for\s+)?(?:the\s+)?([\w-]+)"
+    r"\b(?:not|isn't|neither|nor|or|except|but|than|from|skip|of|leave|out|keep)\s+(?:for\s+)?(?:the\s+)?([\w-]+)"
+    r"|\bnon-(\w+)"
 )
 
 
@@ -323,9 +324,9 @@ def test_negation_never_moves_what_it_names_as_excluded(generated):
         sizes = {w: c for c, ws in load_tabletop_vocabulary(scene).sizes.items() for w in ws}
         biggest = max(max(o.size) for o in s.objects)
         for i in (i for i in items if i.category == "negation"):
-            if re.search(r"touch|hands off|ignore|exactly where", i.text.lower()):  # "leave X alone": X is not moved
-                continue
-            said = NEGATED.findall(i.text.lower())
+            if re.search(r"touch|hands off|ignore|exactly where|alone|disturbing|stays where", i.text.lower()):
+                continue  # "leave X alone": X is not moved
+            said = [a or b for a, b in NEGATED.findall(i.text.lower())]
             named = {colors[w] for w in said if w in colors} | {sizes[w] for w in said if w in sizes}
             moved = {s.object(g.object).color for g in i.goals}
             moved |= {"big" if max(s.object(g.object).size) == biggest else "small" for g in i.goals}
@@ -352,7 +353,7 @@ def test_attribute_indirect_and_relational_instructions_say_what_they_are(genera
                 assert all(any(like in v.like[c] for c in colors) for like in likes), i
             if i.category == "relational":
                 assert re.search(r"on top of|beneath|underneath|just|a moment ago|last|between|middle|next to|beside|"
-                                 r"closest|nearest|farthest", i.text), i.text  # fmt: skip
+                                 r"closest|nearest|farthest|furthest|right by|on top|above|crown|top .* off", i.text, re.I), i.text  # fmt: skip
 
 
 def test_places_named_by_their_fixed_positions_are_the_right_ones(generated):
