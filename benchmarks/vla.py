@@ -154,8 +154,9 @@ def latency(planner: Any, n: int, backend: str) -> dict[str, float]:
 
 
 def paired(a: dict[tuple, bool], b: dict[tuple, bool], names: tuple[str, str] = ("imitation", "rl")) -> dict:
-    """Episodes only the first / only the second planner solved (``only_<name>``), and the exact two-sided McNemar
-    p-value."""
+    """Episodes only the first / only the second planner solved (``only_<name>``), the exact two-sided McNemar
+    p-value, and the 95 % interval of the second's success rate minus the first's in points
+    (``hrl.compare.paired_difference_ci``)."""
     from hrl.compare import mcnemar
 
     m = mcnemar(a, b)
@@ -164,6 +165,7 @@ def paired(a: dict[tuple, bool], b: dict[tuple, bool], names: tuple[str, str] = 
         f"only_{names[0]}": m["only_a"],
         f"only_{names[1]}": m["only_b"],
         "mcnemar_p": m["mcnemar_p"],
+        "diff_ci95_points": m["diff_ci95_points"],
     }
 
 
@@ -172,14 +174,19 @@ def paired_cell(figures: dict[str, Any], backend: str) -> str:
     if f"candidate_paired_{backend}" in figures:  # --candidate: another model against --model, not RL on it
         pair = figures[f"candidate_paired_{backend}"]
         return (
-            f"candidate - model, {backend}: {figures[f'candidate_gain_points_{backend}']:+} (only the candidate "
-            f"{pair['only_candidate']}, only the model {pair['only_model']}, p {pair['mcnemar_p']})"
+            f"candidate - model, {backend}: {figures[f'candidate_gain_points_{backend}']:+}{_interval(pair)} (only "
+            f"the candidate {pair['only_candidate']}, only the model {pair['only_model']}, p {pair['mcnemar_p']})"
         )
     pair = figures[f"rl_paired_{backend}"]
     return (
-        f"{backend}: {figures[f'rl_gain_points_{backend}']:+} (only RL {pair['only_rl']}, only imitation "
-        f"{pair['only_imitation']}, p {pair['mcnemar_p']})"
+        f"{backend}: {figures[f'rl_gain_points_{backend}']:+}{_interval(pair)} (only RL {pair['only_rl']}, only "
+        f"imitation {pair['only_imitation']}, p {pair['mcnemar_p']})"
     )
+
+
+def _interval(pair: dict[str, Any]) -> str:
+    lo, hi = pair["diff_ci95_points"]
+    return f" [{lo:+.1f}, {hi:+.1f}]"
 
 
 def main() -> None:

@@ -35,12 +35,14 @@ PLAN_ROW = ("id", "text", "category", "outcome")
 
 def mcnemar(a: dict[Any, bool], b: dict[Any, bool]) -> dict[str, Any]:
     """Over the keys both have: their number, the successes of each, how many only ``a`` / only ``b``
-    solved, and the exact two-sided McNemar p-value (the binomial test on those discordant pairs)."""
+    solved, the exact two-sided McNemar p-value (the binomial test on those discordant pairs), and the 95 %
+    interval of B's success rate minus A's in points (:func:`paired_difference_ci`)."""
     keys = set(a) & set(b)
     only_a = sum(bool(a[k]) and not b[k] for k in keys)
     only_b = sum(bool(b[k]) and not a[k] for k in keys)
     n = only_a + only_b
     p = min(1.0, 2 * sum(comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2**n) if n else 1.0
+    lo, hi = paired_difference_ci(only_a, only_b, len(keys))
     return {
         "episodes": len(keys),
         "success_a": sum(bool(a[k]) for k in keys),
@@ -48,7 +50,22 @@ def mcnemar(a: dict[Any, bool], b: dict[Any, bool]) -> dict[str, Any]:
         "only_a": only_a,
         "only_b": only_b,
         "mcnemar_p": round(p, 4),
+        "diff_ci95_points": [round(100 * lo, 1), round(100 * hi, 1)],
     }
+
+
+def paired_difference_ci(only_a: int, only_b: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The ~95 % interval of B's success rate minus A's over ``n`` paired episodes, from the discordant counts:
+    Agresti and Min's (2005) Wald interval with half an episode added to each cell of the 2x2 table, which keeps
+    its coverage near nominal for small counts and never collapses to a point. A non-inferiority reading ("B is at
+    most D points worse") needs the lower end above -D: a rule with a fixed margin on the rates alone cannot tell
+    one episode of noise from a regression."""
+    if n < 0 or only_a < 0 or only_b < 0 or only_a + only_b > n:
+        raise ValueError(f"need 0 <= only_a + only_b <= n, got only_a={only_a}, only_b={only_b}, n={n}")
+    m, b, c = n + 2, only_b + 0.5, only_a + 0.5
+    d = (b - c) / m
+    half = z * (((b + c) - (b - c) ** 2 / m) / m**2) ** 0.5
+    return max(-1.0, d - half), min(1.0, d + half)
 
 
 def load_episodes(run: Path) -> dict[tuple, dict[tuple, bool]]:
@@ -108,14 +125,16 @@ def compare(a: Path, b: Path) -> dict[str, Any]:
 
 def table(figures: dict[str, Any]) -> str:
     lines = [
-        "| cell | paired | A | B | B - A (points) | only A | only B | McNemar p |",
-        "|---|---|---|---|---|---|---|---|",
+        "| cell | paired | A | B | B - A (points) | 95 % interval | only A | only B | McNemar p |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, f in [*figures["cells"].items(), ("**all**", figures["all"])]:
         n = f["episodes"]
         ra, rb = f["success_a"] / n, f["success_b"] / n
+        lo, hi = f["diff_ci95_points"]
         lines.append(
-            f"| {name} | {n} | {ra:.0%} | {rb:.0%} | {100 * (rb - ra):+.1f} | {f['only_a']} | {f['only_b']} "
+            f"| {name} | {n} | {ra:.0%} | {rb:.0%} | {100 * (rb - ra):+.1f} | {lo:+.1f} to {hi:+.1f} "
+            f"| {f['only_a']} | {f['only_b']} "
             f"| {f['mcnemar_p']} |"
         )
     return "\n".join(lines)

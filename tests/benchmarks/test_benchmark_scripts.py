@@ -306,9 +306,12 @@ def test_vla_pairs_a_candidate_model_under_its_own_name():
     pair = paired(a, b, ("model", "candidate"))
     assert (pair["only_model"], pair["only_candidate"], pair["episodes"]) == (3, 2, 10)
     cell = paired_cell({"candidate_gain_points_mujoco": -10.0, "candidate_paired_mujoco": pair}, "mujoco")
-    assert cell.startswith("candidate - model, mujoco: -10.0 (only the candidate 2, only the model 3, p ")
+    # with the 95 % interval of the paired difference: 5 discordant of 10 episodes cannot tell -10 from 0
+    lo, hi = pair["diff_ci95_points"]
+    assert lo < -10.0 < 0 < hi
+    assert cell.startswith(f"candidate - model, mujoco: -10.0 [{lo:+.1f}, {hi:+.1f}] (only the candidate 2, only ")
     rl = paired_cell({"rl_gain_points_mujoco": -10.0, "rl_paired_mujoco": paired(a, b)}, "mujoco")
-    assert rl.startswith("mujoco: -10.0 (only RL 2, only imitation 3, p ")
+    assert rl.startswith(f"mujoco: -10.0 [{lo:+.1f}, {hi:+.1f}] (only RL 2, only imitation 3, p ")
     r = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "vla.py"), "--rl-model", "a.pt", "--candidate", "b.pt"],
         capture_output=True,
