@@ -509,7 +509,7 @@ def tabletop_vocabulary_from_dict(data: object, scene: TabletopScene, source: st
         f = root.sub("sizes")
         f.reject_unknown(SIZE_CLASSES)
         sizes = {k: claim(f, k, f.string_list(k)) for k in SIZE_CLASSES if f.has(k)}
-    colors_f = _colors_fields(root, source)
+    colors_f = _colors_fields(root)
     for key in colors_f.data:
         if str(key) not in PALETTE:
             raise colors_f.error(
@@ -560,13 +560,13 @@ def tabletop_vocabulary_from_dict(data: object, scene: TabletopScene, source: st
     return SceneVocabulary(scene.name, source, objects, sizes, colors, like, places)
 
 
-def _colors_fields(root: Fields, source: str) -> Fields:
+def _colors_fields(root: Fields) -> Fields:
     """The ``colors`` mapping: in the file itself, or (a string) in a file beside it that scenes share
     (``colors: colors.yaml``, whose top level is that mapping); errors then name the shared file."""
     value = root.raw("colors")
     if not isinstance(value, str):
         return root.sub("colors")
-    path = Path(source).parent / value
+    path = Path(root.source).parent / value
     if not path.is_file():
         raise root.error("colors", f"{value!r} is not a file beside this one ({str(path)!r} does not exist); give the "
                          "colours here as a mapping or name a colours file in the same folder")  # fmt: skip
