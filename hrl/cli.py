@@ -9,6 +9,7 @@ library code.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -20,6 +21,31 @@ from typing import Any, NoReturn
 #: The Hydra configs, inside the package so that an installed (not editable) hrl-stack has them; the repository's
 #: top-level ``configs`` is a link to this folder.
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+def launched_processes() -> int:
+    """The number of processes a launcher (``accelerate launch``, ``torchrun``) started for this run (its
+    ``WORLD_SIZE``); 1 without one."""
+    value = os.environ.get("WORLD_SIZE", "1")
+    try:
+        return max(1, int(value))
+    except ValueError:
+        raise ValueError(f"WORLD_SIZE={value!r} is not a number of processes; unset it to run in one") from None
+
+
+def check_launched_run_dir(program: str) -> None:
+    """Under a launcher, refuse a run whose directory Hydra would name by the time: each process names its own,
+    and they may differ by a second (call from the Hydra task)."""
+    if launched_processes() == 1:
+        return
+    from hydra.core.hydra_config import HydraConfig
+
+    if not any(o.startswith("hydra.run.dir=") for o in HydraConfig.get().overrides.hydra):
+        fail(
+            program,
+            f"a launcher started {launched_processes()} processes: name the run directory with "
+            "hydra.run.dir=runs/<name> so that every process writes the same one",
+        )
 
 
 def wrapper_preset(name: str) -> list[Any]:

@@ -8,6 +8,8 @@
     hrl-vla stage=val init_model=runs/vla/<time>/model.pt episodes=60     # end-to-end success on unseen phrasings
     hrl-vla resume=runs/vla/<time>                          # continue a killed training run from its checkpoint
     hrl-vla stage=bc ... hydra.run.dir=runs/vla/mine        # name the run directory (out= is stage=data's file)
+    accelerate launch --multi_gpu --num_processes 4 -m hrl.vla stage=bc ... device=auto hydra.run.dir=...
+                                                            # data parallel on several GPUs (docs/vla.md)
 
 ``stage=bc`` writes ``runs/vla/<time>/``: ``model.pt`` (``planner=vla planner.params.model=<it>``),
 ``checkpoints/last.pt``, ``train_log.csv``, ``val_log.csv``, ``curves.png``, ``result.json``. The library is
@@ -22,8 +24,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import NoReturn
 
+from hrl.cli import (
+    check_launched_run_dir,
+    launched_processes,
+    resume_values,
+    run_hydra_app,
+    sigterm_as_keyboard_interrupt,
+    typed_config,
+)
 from hrl.cli import fail as cli_fail
-from hrl.cli import resume_values, run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
 
 INTERRUPTED = 130
 
@@ -172,8 +181,23 @@ def _run(config: VLAConfig, run_dir: Path) -> int:
         fail(str(err))
     if config.threads:
         torch.set_num_threads(config.threads)
+    from hierarchy.vla.train import make_accelerator, shared_run_dir
+
+    accelerator, main = None, True
+    if launched_processes() > 1:  # accelerate launch / torchrun: data-parallel imitation (docs/vla.md)
+        if config.stage != "bc":
+            fail(
+                f"stage={config.stage} runs in one process, but a launcher started {launched_processes()}; run it "
+                "without accelerate launch or torchrun (data generation fans out with -m ... hydra/launcher=joblib)"
+            )
+        try:
+            accelerator = make_accelerator(config.device)
+        except ValueError as err:
+            fail(str(err))
+        run_dir, main = shared_run_dir(accelerator, run_dir), accelerator.is_main_process
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(config.__dict__, indent=2))
+    if main:
+        (run_dir / "config.json").write_text(json.dumps(config.__dict__, indent=2))
     try:
         with sigterm_as_keyboard_interrupt():
             if config.stage == "data":
@@ -217,13 +241,18 @@ def _run(config: VLAConfig, run_dir: Path) -> int:
                 return 0
             from hierarchy.vla.train import train
 
-            result = train(config.bc_config(), run_dir)
+            result = train(config.bc_config(), run_dir, accelerator=accelerator)
     except KeyboardInterrupt:
-        if config.stage in ("bc", "rl"):
-            print(f"[hrl-vla] interrupted; continue with: hrl-vla resume={run_dir}", file=sys.stderr)
+        if config.stage in ("bc", "rl") and main:
+            again = "hrl-vla"
+            if accelerator is not None:
+                again = f"accelerate launch --multi_gpu --num_processes {accelerator.num_processes} -m hrl.vla"
+            print(f"[hrl-vla] interrupted; continue with: {again} resume={run_dir}", file=sys.stderr)
         raise SystemExit(INTERRUPTED) from None
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
+    if not main:
+        return 0
     val = result.get("val") or {}
     print(
         f"[hrl-vla] bc done: {result['steps']} steps in {result['wall_time_s'] / 60:.1f} min, val step accuracy "
@@ -235,6 +264,7 @@ def _run(config: VLAConfig, run_dir: Path) -> int:
 def _task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
+    check_launched_run_dir("hrl-vla")
     _run(typed_config(cfg, "hrl-vla"), Path(HydraConfig.get().runtime.output_dir))
 
 

@@ -12,7 +12,7 @@ last sample per episode is the finished scene, labelled ``done``. Kinematic exec
 running the learned skills and leaves the blocks where the skills aim them; the planner is measured end to end
 with the real skills on scenes and phrasings it never saw (``benchmarks/vla.py``).
 
-File layout (``FORMAT`` 1; robomimic's, whose loaders read it; one ``demo_<i>`` per episode, T samples)::
+File layout (``FORMAT`` 1; robomimic's: its ``SequenceDataset`` reads it; one ``demo_<i>`` per episode, T samples)::
 
     data/                    attrs: format, total, env_args (JSON), generator (JSON: what made the file)
       demo_<i>/              attrs: num_samples, instruction, category, scene, backend, seed, split,

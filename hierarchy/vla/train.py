@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from hrl.cli import launched_processes
+
 #: Bump when model.pt's contents change meaning.
 MODEL_FORMAT = 1
 
@@ -183,7 +185,6 @@ def cell_targets(actions: Any, size: int) -> tuple[Any, Any, Any]:
 
 
 def losses(net: Any, batch: tuple) -> tuple[Any, dict[str, float]]:
-    import torch
     from torch.nn import functional as F  # noqa: N812
 
     rgb, depth, proprio, tokens, mask, actions = batch
@@ -194,8 +195,9 @@ def losses(net: Any, batch: tuple) -> tuple[Any, dict[str, float]]:
     if step.any():
         loss_pick = F.cross_entropy(pick_logits[step].flatten(1), pick[step])
         loss_place = F.cross_entropy(place_logits[step].flatten(1), place[step])
-    else:
-        loss_pick = loss_place = torch.zeros((), device=done.device)
+    else:  # no step sample in the batch: zero, but through both heads, so that every process of a data-parallel
+        # run (accelerate launch) reduces the same parameters' gradients
+        loss_pick = loss_place = 0.0 * (pick_logits.sum() + place_logits.sum())
     loss = loss_pick + loss_place + loss_done
     parts = {"loss": loss, "pick": loss_pick, "place": loss_place, "done": loss_done}
     return loss, {k: float(v.detach()) for k, v in parts.items()}
@@ -276,8 +278,37 @@ def check_splits(train_data: list[str], val_data: list[str]) -> list[int]:
     return seeds
 
 
-def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str, Any]:
-    """Train (or continue, with ``cfg.resume``) and write the run directory; returns result.json's content."""
+def make_accelerator(device: str) -> Any:
+    """accelerate's ``Accelerator`` when a launcher started several processes (data parallel: each process
+    samples its own ``batch_size`` and the gradients are averaged), else None (one process, plain torch)."""
+    if launched_processes() == 1:
+        return None
+    if device.startswith("cuda:"):
+        raise ValueError(
+            f"device={device!r} names one GPU, but a launcher started {launched_processes()} processes, one per "
+            "device; use device=auto (or cuda)"
+        )
+    from accelerate import Accelerator
+
+    return Accelerator(cpu=resolve_device(device) == "cpu")
+
+
+def shared_run_dir(accelerator: Any, run_dir: str | Path) -> Path:
+    """The first process's run directory, for every process (each one's Hydra may have named its own)."""
+    if accelerator is None:
+        return Path(run_dir)
+    from accelerate.utils import broadcast_object_list
+
+    return Path(broadcast_object_list([str(run_dir)], from_process=0)[0])
+
+
+def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True, accelerator: Any = None) -> dict[str, Any]:
+    """Train (or continue, with ``cfg.resume``) and write the run directory; returns result.json's content.
+
+    Under a launcher (``accelerate launch -m hrl.vla ...`` or ``torchrun``) each process runs this with its own
+    stream of samples and accelerate's data-parallel wrapper averages the gradients: the batch is
+    ``batch_size`` per process, the learning rate unchanged; the first process validates and writes the run
+    directory (``accelerator``: one made by :func:`make_accelerator`, else made here)."""
     import torch
     from tqdm import tqdm
 
@@ -286,7 +317,12 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     from hierarchy.vla.text import text_encoder
 
     cfg.check()
-    run_dir = Path(run_dir)
+    if accelerator is None:
+        accelerator = make_accelerator(cfg.device)
+    run_dir = shared_run_dir(accelerator, run_dir)
+    processes = 1 if accelerator is None else accelerator.num_processes
+    rank = 0 if accelerator is None else accelerator.process_index
+    main = rank == 0
     run_dir.mkdir(parents=True, exist_ok=True)
     train_set = read_dataset(cfg.train_data)
     val_set = read_dataset(cfg.val_data) if cfg.val_data else None
@@ -294,8 +330,11 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
     size = int(train_set.rgb.shape[1])
     embeddings = text_encoder(cfg.text_encoder)
     text = TextCache(embeddings)
-    torch.manual_seed(cfg.seed)
-    device = resolve_device(cfg.device)
+    torch.manual_seed(cfg.seed)  # every process starts from the same weights
+    if accelerator is None:
+        device = resolve_device(cfg.device)
+    else:  # the process's own device; on CPUs plain "cpu" (tensors saved from "cpu:0" would not load elsewhere)
+        device = "cpu" if accelerator.device.type == "cpu" else str(accelerator.device)
     net_cfg = NetConfig(image_size=size, text_dim=embeddings.dim, width=cfg.width, attention=cfg.attention)
     ckpt = run_dir / "checkpoints" / "last.pt"
     state = None
@@ -311,35 +350,49 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
                 f"resume: {ckpt} was trained with text_encoder={started_with}, not {cfg.text_encoder}; "
                 f"resume with text_encoder={started_with}"
             )
+        if state.get("processes", 1) != processes:
+            raise ValueError(
+                f"resume: {ckpt} was trained by {state.get('processes', 1)} process(es), this run has {processes}; "
+                f"resume with {state.get('processes', 1)} (accelerate launch --num_processes N, or torchrun "
+                "--nproc_per_node N; none for 1), so that each process continues its own stream of samples"
+            )
     net = VLANet(net_cfg).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: schedule(s, cfg.steps))
-    rng = np.random.default_rng(cfg.seed)
+    # the first process draws the stream a one-process run draws; the others their own
+    rng = np.random.default_rng(cfg.seed if rank == 0 else [cfg.seed, rank])
     start, started = 0, time.perf_counter()
     if state is not None:
         net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
-        rng.bit_generator.state = state["rng"]
-        torch.set_rng_state(state["torch_rng"].cpu())
+        rng_state, torch_rng = (state["rng"], state["torch_rng"]) if rank == 0 else state["process_rngs"][rank]
+        rng.bit_generator.state = rng_state
+        torch.set_rng_state(torch_rng.cpu())
         start = int(state["step"])
-    (run_dir / "bc_config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    # what the steps run: accelerate's data-parallel wrapper under a launcher (gradients averaged in backward)
+    stepped = net if accelerator is None else accelerator.prepare(net)
     train_log = run_dir / "train_log.csv"
     val_log = run_dir / "val_log.csv"
-    if not cfg.resume:
-        train_log.write_text("step,loss,pick,place,done,lr\n")
-        val_log.write_text("step,step_accuracy,pick,place,done\n")
+    if main:
+        (run_dir / "bc_config.json").write_text(json.dumps(asdict(cfg) | {"processes": processes}, indent=2))
+        if not cfg.resume:
+            train_log.write_text("step,loss,pick,place,done,lr\n")
+            val_log.write_text("step,step_accuracy,pick,place,done\n")
     last_val: dict[str, Any] = {}
-    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="vla bc")
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not (progress and main), desc="vla bc")
     running: list[dict[str, float]] = []
     for step in bar:
         index = rng.integers(0, len(train_set), cfg.batch_size)
         batch = tuple(
             t.to(device) for t in batch_tensors(train_set, index, text, rng, cfg.shift, cfg.augment, cfg.text_dropout)
         )
-        loss, parts = losses(net, batch)
+        loss, parts = losses(stepped, batch)
         opt.zero_grad()
-        loss.backward()
+        if accelerator is None:
+            loss.backward()
+        else:
+            accelerator.backward(loss)
         torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)
         opt.step()
         sched.step()
@@ -348,13 +401,18 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
         if done_steps % 25 == 0 or done_steps == cfg.steps:
             mean = {k: float(np.mean([r[k] for r in running])) for k in running[0]}
             running = []
+            if accelerator is not None:  # the mean over every process's batches
+                keys = sorted(mean)
+                reduced = accelerator.reduce(torch.tensor([mean[k] for k in keys], device=device), "mean")
+                mean = dict(zip(keys, reduced.tolist(), strict=True))
             bar.set_postfix(loss=f"{mean['loss']:.3f}")
-            with train_log.open("a") as f:
-                f.write(
-                    f"{done_steps},{mean['loss']:.4f},{mean['pick']:.4f},{mean['place']:.4f},{mean['done']:.4f},"
-                    f"{sched.get_last_lr()[0]:.6f}\n"
-                )
-        if val_set is not None and (done_steps % cfg.eval_every == 0 or done_steps == cfg.steps):
+            if main:
+                with train_log.open("a") as f:
+                    f.write(
+                        f"{done_steps},{mean['loss']:.4f},{mean['pick']:.4f},{mean['place']:.4f},{mean['done']:.4f},"
+                        f"{sched.get_last_lr()[0]:.6f}\n"
+                    )
+        if main and val_set is not None and (done_steps % cfg.eval_every == 0 or done_steps == cfg.steps):
             last_val = evaluate(net, val_set, text, cfg.tolerance_cells, device=device)
             with val_log.open("a") as f:
                 f.write(
@@ -363,20 +421,31 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
                 )
             bar.write(f"[vla bc] step {done_steps}: val {json.dumps(last_val)}")
         if done_steps % cfg.save_every == 0 or done_steps == cfg.steps:
-            _save(
-                ckpt,
-                {
-                    "model": net.state_dict(),
-                    "net": net.cfg.to_dict(),
-                    "text_encoder": cfg.text_encoder,
-                    "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict(),
-                    "rng": rng.bit_generator.state,
-                    "torch_rng": torch.get_rng_state(),
-                    "step": done_steps,
-                },
-            )
+            process_rngs = [(rng.bit_generator.state, torch.get_rng_state())]
+            if accelerator is not None:  # every process's streams, so that each continues its own on resume
+                from accelerate.utils import gather_object
+
+                process_rngs = gather_object(process_rngs)
+            if main:
+                _save(
+                    ckpt,
+                    {
+                        "model": net.state_dict(),
+                        "net": net.cfg.to_dict(),
+                        "text_encoder": cfg.text_encoder,
+                        "optimizer": opt.state_dict(),
+                        "scheduler": sched.state_dict(),
+                        "rng": rng.bit_generator.state,
+                        "torch_rng": torch.get_rng_state(),
+                        "processes": processes,
+                        "process_rngs": process_rngs,
+                        "step": done_steps,
+                    },
+                )
     model_path = run_dir / "model.pt"
+    if not main:
+        accelerator.wait_for_everyone()  # until the first process has written the run directory
+        return json.loads((run_dir / "result.json").read_text())
     _save(
         model_path,
         {
@@ -396,12 +465,16 @@ def train(cfg: BCConfig, run_dir: str | Path, progress: bool = True) -> dict[str
         "model": str(model_path),
         "steps": cfg.steps,
         "train_samples": len(train_set),
+        "processes": processes,
+        "batch_size_total": cfg.batch_size * processes,
         "val": last_val,
         "train": train_score,
         "wall_time_s": round(time.perf_counter() - started, 1),
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=2))
     plot_curves(run_dir)
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
     return result
 
 

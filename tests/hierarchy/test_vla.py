@@ -3,6 +3,7 @@ and refusals, and the hrl-vla command line."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
@@ -95,6 +96,26 @@ def test_dataset_round_trip_and_labels_point_at_the_right_things(demos):
     assert (path.parent / "train.README.md").read_text().startswith("# Dataset card")
     seeds = {layout_seed(s, seed, sc, e) for s in ("train", "val") for seed in (0, 1) for sc in (0, 1) for e in (0, 5)}
     assert len(seeds) == 16  # distinct (split, seed, scene, episode): distinct layouts
+
+
+def test_robomimics_sequence_dataset_reads_the_demonstrations(demos):
+    """The files are robomimic's layout: its own loader reads the images, proprioception and actions of the
+    split's filter key (skipped unless robomimic is installed: `pip install --no-deps robomimic==0.3.0 termcolor
+    six`; its other modules need torchvision, which this one does not)."""
+    dataset = pytest.importorskip("robomimic.utils.dataset", reason="robomimic is not installed")
+    obs_utils = pytest.importorskip("robomimic.utils.obs_utils")
+
+    obs_utils.initialize_obs_utils_with_obs_specs({"obs": {"low_dim": ["proprio"], "rgb": ["front_rgb"]}})
+    ds = dataset.SequenceDataset(hdf5_path=str(demos[0]), obs_keys=("proprio", "front_rgb"), dataset_keys=("actions",),
+                                 load_next_obs=False, frame_stack=1, seq_length=1, pad_frame_stack=True,
+                                 pad_seq_length=True, get_pad_mask=False, goal_mode=None, hdf5_cache_mode=None,
+                                 hdf5_use_swmr=True, hdf5_normalize_obs=False, filter_by_attribute="train")  # fmt: skip
+    ours = read_dataset(demos[0])
+    assert len(ds) == len(ours) == demos[1]["samples"]
+    first = ds[0]
+    assert first["obs"]["front_rgb"].shape == (1, *ours.rgb.shape[1:]) and first["obs"]["proprio"].shape == (1, 4)
+    np.testing.assert_array_equal(first["obs"]["front_rgb"][0], ours.rgb[0])
+    np.testing.assert_allclose(first["actions"][0], ours.actions[0])
 
 
 def test_reading_refuses_what_is_not_a_dataset(tmp_path, demos):
@@ -353,6 +374,54 @@ def test_text_dropout_leaves_words_out_of_training_samples_only(demos):
         BCConfig(train_data=["x"], text_dropout=1.0).check()
 
 
+def _accelerate(*args: str, processes: int = 2, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``accelerate launch --multi_gpu --num_processes N -m hrl.vla ARGS``: the GPU command; on this CPU machine
+    accelerate runs the processes on the CPU (gloo), as on GPUs but slower."""
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", f"--num_processes={processes}"]
+    return subprocess.run(
+        [*launch, "--num_machines=1", "--mixed_precision=no", "--dynamo_backend=no", "-m", "hrl.vla", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+
+
+def test_imitation_runs_data_parallel_under_accelerate_launch(demos, tmp_path):
+    """Two processes train one model: each draws its own samples, the gradients are averaged, the first process
+    writes the run directory once, and a resume needs the same number of processes."""
+    run = tmp_path / "run"
+    common = [f"train_data=[{demos[0]}]", "batch_size=4", "shift=0", "augment=light", "learning_rate=5e-3"]
+    r = _accelerate("stage=bc", *common, "steps=50", "eval_every=25", "save_every=25", f"hydra.run.dir={run}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("[hrl-vla] bc done: 50 steps") == 1, r.stdout  # the first process reports
+    result = json.loads((run / "result.json").read_text())
+    assert result["processes"] == 2 and result["batch_size_total"] == 8
+    assert [line.split(",")[0] for line in (run / "train_log.csv").read_text().splitlines()] == ["step", "25", "50"]
+    ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
+    assert ckpt["processes"] == 2 and len(ckpt["process_rngs"]) == 2
+    assert ckpt["process_rngs"][0][0] != ckpt["process_rngs"][1][0]  # each process its own stream of samples
+    # one process with the same seed and steps: the first process's stream alone, so other weights
+    single = tmp_path / "single"
+    train(BCConfig(train_data=[str(demos[0])], steps=50, batch_size=4, shift=0, augment="light",
+                   learning_rate=5e-3, eval_every=25, save_every=25), single, progress=False)  # fmt: skip
+    two = torch.load(run / "model.pt", weights_only=False)["state_dict"]
+    one = torch.load(single / "model.pt", weights_only=False)["state_dict"]
+    assert two.keys() == one.keys() and not all(torch.equal(two[k], one[k]) for k in two)
+    # resume with two processes continues the log; with one it is refused, naming the fix
+    r = _accelerate(f"resume={run}", "steps=75")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (run / "train_log.csv").read_text().splitlines()[-1].startswith("75,")
+    r = subprocess.run([sys.executable, "-m", "hrl.vla", f"resume={run}", "steps=100"], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "trained by 2 process(es), this run has 1; resume with 2" in r.stderr, r.stderr
+    # the other stages run in one process; a run directory named by the time is refused (each process's differs)
+    r = _accelerate("stage=data", "episodes=1", f"hydra.run.dir={tmp_path}/data")
+    assert r.returncode != 0 and "stage=data runs in one process" in r.stderr, r.stderr[-3000:]
+    r = _accelerate("stage=bc", *common, "steps=5", cwd=tmp_path)  # Hydra's folders by the time go there
+    assert r.returncode != 0 and "name the run directory with hydra.run.dir=" in r.stderr, r.stderr[-3000:]
+
+
 def test_training_devices_are_checked():
     with pytest.raises(ValueError, match="device must be cpu, cuda, cuda:<i> or auto, got 'tpu'"):
         BCConfig(train_data=["x"], device="tpu").check()
@@ -434,6 +503,21 @@ def test_command_line_writes_demonstrations(tmp_path):
     assert not set(samples.instruction) & test_texts
 
 
+def test_data_generation_fans_out_over_hydras_joblib_launcher(tmp_path):
+    """`hrl-vla -m stage=data seed=0,1 hydra/launcher=joblib`: one job, one file per seed, distinct episodes."""
+    sweep = tmp_path / "sweep"
+    r = subprocess.run(
+        [sys.executable, "-m", "hrl.vla", "-m", "stage=data", "scenes=[blocks]", "episodes=1", "image_size=32",
+         "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={sweep}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = sorted(sweep.glob("*/train_mujoco.hdf5"))
+    assert [f.parent.name for f in files] == ["0", "1"], list(sweep.rglob("*"))
+    first, second = (read_dataset(f) for f in files)
+    assert first.instruction != second.instruction or not np.array_equal(first.rgb, second.rgb)
+
+
 def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantages(trained, tmp_path):
     from hierarchy.vla.planner import VLAPlanner
     from hierarchy.vla.rl import RLConfig, log_probs, run_episode, train_rl
@@ -473,6 +557,31 @@ def test_rl_samples_episodes_rewards_them_and_updates_towards_positive_advantage
         RLConfig(init_model="x", group=1).check()
     with pytest.raises(ValueError, match="augment must be 'none' or 'strong'"):
         RLConfig(init_model="x", augment="heavy").check()
+
+
+def test_rl_episodes_can_run_the_learned_skills(trained):
+    """executor=skills: each sampled step is carried out by the shipped skills through the hierarchy's agent (not
+    set down kinematically), and the episode is judged on where the skills left the blocks."""
+    from hierarchy.vla.planner import VLAPlanner
+    from hierarchy.vla.rl import RLConfig, run_episode
+
+    run, _ = trained
+    planner = VLAPlanner(model=str(run / "model.pt"))
+    env = make_env("blocks", backend="mujoco")
+    domain = TabletopDomain.with_skills()
+    try:
+        cfg = RLConfig(init_model=str(run / "model.pt"), executor="skills")
+        cfg.check()
+        steps, reward, success = run_episode(planner, env, TASKS[0], layout_seed("train", 0, 0, 0),
+                                             np.random.default_rng(0), cfg, domain, sample=False)  # fmt: skip
+        after = {o.name: o for o in domain.observe(env).objects}
+        control_steps = env.unwrapped._steps
+    finally:
+        env.close()
+    assert not steps[0].done  # the memorised first step: red onto blue, carried out by the skills
+    assert success and reward == 2.0, (reward, len(steps))
+    assert after["red_block"].on == "blue_block", after
+    assert control_steps > 24  # the skills' reach, grasp, carry and release (47 here); kinematic placing hovers 12
 
 
 def test_val_episodes_run_the_network_once_per_decision_and_name_as_the_planner_does(trained):
