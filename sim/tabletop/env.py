@@ -9,8 +9,8 @@ step, unless the gripper is blocked); 25 Hz control; sparse reward -1 / 0 with s
 Goal modes: ``reach`` (TCP to a point), ``push`` (an object to a point on the table), ``pick_place`` (an
 object to a 3-D point, half of them in the air), ``place_on`` (an object on top of another). Goals are
 set with ``reset(options={"goal": ...})`` or ``set_goal(goal, object=...)``; the goal object is the scene's
-first object unless ``object=`` names another. An object that leaves the table ends the episode with
-``info["failure"] = "object_left_table"``.
+first object unless ``object=`` names another. An object that leaves the table (the goal object or any other)
+ends the episode with ``info["failure"] = "object_left_table"`` and ``info["object"]`` its name.
 
 The observation holds the robot and the goal object only (not the other objects), so a skill learned on
 ``single_cube`` runs unchanged in a scene with more objects.
@@ -129,6 +129,7 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         # Cubes: a quarter turn about any axis gives the same cube, so the observation shows the rotation nearest
         # to upright (a cube tipped over by a grasp then looks like the cubes a skill learned on).
         self._cubes = {o.name for o in self.scene.objects if o.shape == "box" and len(set(o.size)) == 1}
+        self._object_names = tuple(o.name for o in self.scene.objects)
         self._steps = 0
         self._fk: tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
         obs = self._observe()
@@ -333,9 +334,10 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._steps += 1
         obs = self._observe()
         info: dict[str, Any] = {"is_success": self._success(obs)}
-        terminated = False
-        if self.goal_mode != "reach" and self._left_table(obs["achieved_goal"]):
-            terminated, info["failure"] = True, "object_left_table"
+        gone = self._object_off_table(obs)
+        if gone is not None:
+            info["failure"], info["object"] = "object_left_table", gone
+        terminated = gone is not None
         reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], info))
         return obs, reward, terminated, self._steps >= self.max_steps, info
 
@@ -345,6 +347,17 @@ class PandaTabletopEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         from sim.tabletop.expert import expert_action
 
         return expert_action(self, rng, noise)
+
+    def _object_off_table(self, obs: dict[str, np.ndarray]) -> str | None:
+        """The first object (the goal object first) that has left the table, if any: a distractor knocked off
+        ends the episode as the goal object does."""
+        seen = None if self.goal_mode == "reach" else self.object  # its position is the observation's
+        if seen is not None and self._left_table(obs["achieved_goal"]):
+            return seen
+        for name in self._object_names:
+            if name != seen and self._left_table(self.physics.object_state(name).position):
+                return name
+        return None
 
     def _left_table(self, position: np.ndarray) -> bool:
         return bool(

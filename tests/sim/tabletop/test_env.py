@@ -139,7 +139,24 @@ def test_an_object_leaving_the_table_ends_the_episode(backend):
     env.reset(seed=0)
     env.physics.set_object_pose("cube", np.array([0.4, 0.0, 0.02]))  # past the table's far edge (x = 0.25)
     *_, terminated, truncated, info = env.step(np.zeros(3))
-    assert terminated and not truncated and info["failure"] == "object_left_table"
+    assert terminated and not truncated and info["failure"] == "object_left_table" and info["object"] == "cube"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_any_object_leaving_the_table_ends_the_episode_and_is_named(backend):
+    """Not only the goal object: a distractor knocked off the table ends the episode too, in every goal mode."""
+    env = make(backend, scene="blocks", goal_mode="push")
+    env.reset(seed=0, options={"object": "red_block"})
+    *_, terminated, _, info = env.step(np.zeros(3))
+    assert not terminated and "failure" not in info  # every block on the table
+    env.physics.set_object_pose("yellow_block", np.array([-0.3, -0.6, 0.02]))  # past the near edge (y = -0.35)
+    *_, terminated, _, info = env.step(np.zeros(3))
+    assert terminated and info["failure"] == "object_left_table" and info["object"] == "yellow_block"
+    reach = make(backend, goal_mode="reach")
+    reach.reset(seed=0)
+    reach.physics.set_object_pose("cube", np.array([0.0, 0.0, -0.5]))  # fallen below the table top
+    *_, terminated, _, info = reach.step(np.zeros(3))
+    assert terminated and info["object"] == "cube"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
