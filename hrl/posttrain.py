@@ -4,6 +4,7 @@
     hrl-posttrain stage=grpo init_adapter=runs/posttrain/<sft run>/adapter max_steps=30
     hrl-posttrain resume=runs/posttrain/<time>                 # continue from the last checkpoint
     hrl-posttrain resume=runs/posttrain/<time> max_steps=200   # ... and train longer
+    accelerate launch --multi_gpu --num_processes 4 -m hrl.posttrain engine=trl hydra.run.dir=...   # on GPUs
 
 Writes ``runs/posttrain/<time>/``: ``adapter/`` (the LoRA adapter), ``checkpoints/``, ``train_log.csv``,
 ``val_log.csv``, ``curves.png``, ``result.json``. The library part is :mod:`llm_planner.posttrain.train`.
@@ -11,13 +12,21 @@ Writes ``runs/posttrain/<time>/``: ``adapter/`` (the LoRA adapter), ``checkpoint
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import NoReturn
 
+from hrl.cli import (
+    check_launched_run_dir,
+    launched_processes,
+    resume_values,
+    run_hydra_app,
+    sigterm_as_keyboard_interrupt,
+    typed_config,
+)
 from hrl.cli import fail as cli_fail
-from hrl.cli import resume_values, run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
 
 #: Exit status of a run stopped by Ctrl-C or SIGTERM (its last checkpoint stays; resume= continues).
 INTERRUPTED = 130
@@ -48,14 +57,21 @@ def _run(config, run_dir: Path) -> int:
         fail(str(err))
     if config.threads:
         torch.set_num_threads(config.threads)
+    processes, main = launched_processes(), os.environ.get("RANK", "0") == "0"  # accelerate launch / torchrun
     try:
         with sigterm_as_keyboard_interrupt():
             result = run(config, run_dir)
     except KeyboardInterrupt:
-        print(f"[hrl-posttrain] interrupted; continue with: hrl-posttrain resume={run_dir}", file=sys.stderr)
+        if main:
+            again = "hrl-posttrain"
+            if processes > 1:
+                again = f"accelerate launch --multi_gpu --num_processes {processes} -m hrl.posttrain"
+            print(f"[hrl-posttrain] interrupted; continue with: {again} resume={run_dir}", file=sys.stderr)
         raise SystemExit(INTERRUPTED) from None
     except ValueError as err:
         fail(str(err))
+    if not main:
+        return 0
     val = result.val or {}
     said = f"val success {float(val['success']):.0%}" if "success" in val else "no validation (eval_n=0)"
     print(
@@ -68,6 +84,7 @@ def _run(config, run_dir: Path) -> int:
 def _task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
 
+    check_launched_run_dir("hrl-posttrain")
     _run(typed_config(cfg, "hrl-posttrain"), Path(HydraConfig.get().runtime.output_dir))
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -24,7 +26,14 @@ from typing import Any
 
 from llm_planner.llm.prompts import PromptBuilder, robot_whereabouts
 from llm_planner.posttrain.instructions import Instruction, generate, read_jsonl
-from llm_planner.posttrain.reward import GOLD_COLUMNS, Gold, Reward, execution_reward, make_reward_function
+from llm_planner.posttrain.reward import (
+    EXECUTIONS,
+    GOLD_COLUMNS,
+    Gold,
+    Reward,
+    execution_reward,
+    make_reward_function,
+)
 from llm_planner.posttrain.tabletop_sft import (
     TABLETOP_MAX_NEW,
     TabletopItem,
@@ -95,6 +104,7 @@ class PosttrainConfig:
     epsilon_high: float = 0.28  # DAPO's asymmetric clip
     loss_type: str = "dr_grpo"
     extra_target_cost: float = 0.25
+    execution: str = "route"  # grpo's navigation reward: route (the planned route judged) | mujoco (driven; slow)
     tabletop_partial: float = 0.0  # grpo: a tabletop plan short of its goals earns this x the fraction that hold
     categories: list[str] = field(default_factory=list)  # grpo: train only on these categories (empty: all)
     resume: bool = False
@@ -106,6 +116,9 @@ class PosttrainConfig:
             raise ValueError(f"stage={self.stage!r} is not a stage; stages: {', '.join(STAGES)}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine={self.engine!r} is not an engine; engines: {', '.join(ENGINES)}")
+        if self.execution not in EXECUTIONS:
+            raise ValueError(f"execution={self.execution!r} is not a reward execution; executions: "
+                             f"{', '.join(EXECUTIONS)}")  # fmt: skip
         if self.reading not in TRAIN_READINGS:
             raise ValueError(
                 f"reading={self.reading!r} is not a reading to train; readings: {', '.join(TRAIN_READINGS)}"
@@ -604,18 +617,31 @@ def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokeniz
     """Run one stage into ``out_dir``: checkpoints/ (resume), adapter/ (the trained LoRA), train_log.csv,
     val_log.csv, curves.png, result.json. ``model``/``tokenizer``: already loaded by :func:`load_model` (with
     the config's base and adapter; tests reuse one), else loaded here."""
+    from hrl.cli import launched_processes
+
     config.check()
+    processes = launched_processes()
+    if processes > 1 and config.engine != "trl":
+        raise ValueError(
+            f"engine={config.engine} trains in one process, but a launcher started {processes}; under "
+            "accelerate launch use engine=trl (TRL and accelerate share the batches out)"
+        )
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
-    data = load_data(config, out)
+    # Under a launcher every process prepares its own data and initial adapter (process r > 0 in a folder of its
+    # own, removed at the end); TRL saves the checkpoints and the first process writes the run directory.
+    rank = int(os.environ.get("RANK", "0"))
+    own = out if rank == 0 else out / f"process{rank}"
+    own.mkdir(parents=True, exist_ok=True)
+    if rank == 0:
+        (out / "config.json").write_text(json.dumps(asdict(config), indent=2))
+    data = load_data(config, own)
     val = (data["val"][: config.eval_n] + data["val_tabletop"]) if config.eval_n else []
     init_adapter = config.init_adapter
     gguf_adapter = init_adapter_file(init_adapter, config.base) if init_adapter else None
     if gguf_adapter is not None:  # a GGUF adapter (a shipped one): as a peft folder in the run, then trained on
         from llm_planner.posttrain.export import import_adapter
 
-        imported = import_adapter(gguf_adapter, out / "init_adapter", base_gguf(config.base), config.lora_dropout)
+        imported = import_adapter(gguf_adapter, own / "init_adapter", base_gguf(config.base), config.lora_dropout)
         init_adapter = str(imported)
     if model is None or tokenizer is None:
         model, tokenizer = load_model(
@@ -637,6 +663,9 @@ def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokeniz
         loop = _own_sft if config.stage == "sft" else _own_grpo
         steps = loop(config, out, model, tokenizer, data["train"], val, log)
     wall = time.perf_counter() - t0
+    if rank != 0:
+        shutil.rmtree(own)
+        return PosttrainResult(out, adapter, steps, wall, None)
     log.plot()
     model.save_pretrained(str(adapter))
     tokenizer.save_pretrained(str(adapter))
@@ -695,7 +724,7 @@ def _grpo_trainer(config, out, model, tokenizer, train, callback):
         loss_type=config.loss_type,
         log_completions=False,
     )
-    reward = make_reward_function(extra_target_cost=config.extra_target_cost)
+    reward = make_reward_function(extra_target_cost=config.extra_target_cost, execution=config.execution)
     return GRPOTrainer(
         model=model,
         reward_funcs=[reward],
@@ -894,7 +923,7 @@ def _own_grpo(config: PosttrainConfig, out: Path, model, tokenizer, train, val, 
         return out
 
     train = _only_categories(train, config.categories)
-    reward_fn = make_reward_function(extra_target_cost=config.extra_target_cost)
+    reward_fn = make_reward_function(extra_target_cost=config.extra_target_cost, execution=config.execution)
     navigation = [it for it in train if not isinstance(it, TabletopItem)]  # a tabletop reward reads the item
     rows = {id(it): row for it, row in zip(navigation, grpo_rows(navigation, config.reading), strict=True)}
 

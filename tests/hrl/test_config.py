@@ -298,3 +298,20 @@ def test_every_planner_config_builds(tmp_path):
         typed = OmegaConf.to_object(cfg).planner  # a config may run a registered planner under another name
         planner = build_planner(typed.name, planner_params(typed), policy)
         assert planner.name == typed.name and name.startswith(typed.name)  # llm_goals_untrained runs llm_goals
+
+
+@pytest.mark.parametrize("name", ["vla", "posttrain", "deploy"])
+def test_every_key_of_a_commands_typed_config_is_written_in_its_yaml(name):
+    """The commands whose YAML is the reference of their keys (docs point there) list every field of the typed
+    config: a key added to the dataclass only would be undocumented (posttrain's `engine` was, until 2026-12-07)."""
+    from dataclasses import fields
+
+    import yaml
+
+    from hrl.deploy import DeployConfig
+    from hrl.vla import VLAConfig
+    from llm_planner.posttrain.train import PosttrainConfig
+
+    typed = {"vla": VLAConfig, "posttrain": PosttrainConfig, "deploy": DeployConfig}[name]
+    written = set(yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text())) - {"defaults", "hydra"}
+    assert written == {f.name for f in fields(typed)}

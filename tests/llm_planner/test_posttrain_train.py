@@ -4,6 +4,8 @@ GGUF), checkpoints and resume, the CLI's errors, and the prompt the trained plan
 import csv
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -198,6 +200,9 @@ def test_sft_then_grpo_on_a_toy_set_change_the_adapter_and_raise_the_reward(fres
     rows = list(csv.DictReader((tmp_path / "grpo" / "train_log.csv").open()))
     assert len(rows) == 2 and all(-0.1 <= float(r["reward"]) <= 1 for r in rows)
     assert {"entropy", "reward_std", "success", "groups_skipped"} <= set(rows[0])
+    # a step whose group earned different rewards has a gradient: the adapter moves
+    if any(float(r["reward_std"]) > 0 for r in rows):
+        assert any(not torch.equal(sft_state[k], v) for k, v in adapter_state(model).items()), rows
 
 
 @pytest.mark.slow
@@ -213,6 +218,37 @@ def test_the_trl_engine_runs_sft_and_grpo_steps(tmp_path):
     run(grpo, tmp_path / "grpo")
     logged = list(csv.DictReader((tmp_path / "grpo" / "train_log.csv").open()))
     assert any("reward" in key for key in logged[0])
+
+
+def _accelerate(*args: str) -> subprocess.CompletedProcess:
+    """``accelerate launch --multi_gpu --num_processes 2 -m hrl.posttrain ARGS``: the GPU command, which accelerate
+    runs on the CPU (gloo) on a machine without GPUs."""
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes=2"]
+    return subprocess.run(
+        [*launch, "--num_machines=1", "--mixed_precision=no", "--dynamo_backend=no", "-m", "hrl.posttrain", *args],
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_trl_engine_trains_data_parallel_under_accelerate_launch(tmp_path):
+    """Two processes, one run directory: TRL shares the batches out, the first process writes the adapter, the
+    logs and the result once; the other's own data folder is gone; the own engine is refused under a launcher."""
+    run_dir = tmp_path / "run"
+    common = [f"data={write_toy(tmp_path)}", "eval_n=0", "batch_size=1", "max_completion_length=16", "export=false"]
+    r = _accelerate("engine=trl", "stage=sft", "max_steps=2", "save_steps=2", *common, f"hydra.run.dir={run_dir}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("[hrl-posttrain] sft done: 2 steps") == 1, r.stdout
+    assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()
+    assert (run_dir / "checkpoints" / "checkpoint-2").is_dir() and not (run_dir / "process1").exists()
+    rows = list(csv.DictReader((run_dir / "train_log.csv").open()))  # logged by one process: each step once
+    assert [r["step"] for r in rows if r.get("loss")] == ["1", "2"], rows
+    assert sum(bool(r.get("train_runtime")) for r in rows) == 1, rows  # TRL's closing summary
+    r = _accelerate("stage=sft", "max_steps=1", *common, f"hydra.run.dir={tmp_path}/own")
+    assert r.returncode != 0 and "under accelerate launch use engine=trl" in r.stderr, r.stderr[-3000:]
 
 
 def test_sft_mixes_tabletop_instructions_and_validates_them_by_category(fresh, tmp_path):
@@ -284,6 +320,7 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_same_adapter(fresh, tmp_
     [
         ("stage=pretrain", "stage='pretrain' is not a stage; stages: sft, grpo"),
         ("engine=jax", "engine='jax' is not an engine"),
+        ("execution=isaac", "execution='isaac' is not a reward execution; executions: route, mujoco"),
         ("base=llama3", "base='llama3' is neither a shipped base (smollm2, gemma3) nor a .gguf path"),
         ("max_steps=0", "max_steps must be >= 1, got 0"),
         ("learning_rate=3", "learning_rate must be in (0, 1), got 3.0"),
