@@ -23,8 +23,14 @@ scene, its worked examples, the grammar), and scores the plan with post-training
 acceptance run on a symbolic table (every gold relation holds at the end, nothing else moved). No simulator and
 no skills: the reading alone (the 66 hand-written tabletop instructions, end to end: benchmarks/tabletop_language.py).
 
+``--execution both`` also drives each navigation answer in MuJoCo with the shipped policy (the reward's
+``execution="mujoco"``: the plan through the hierarchy, the same check on the driven trajectory; seconds an
+answer) and reports how the two rewards agree, answer by answer (``summary["agreement"]``: the four cells, the
+share that agree, Cohen's kappa).
+
     python benchmarks/posttrain.py [--n 100] [--seed 0] [--split val|test_gen|test] [--model smollm2|gemma3]
-                                   [--adapter A.gguf] [--domain navigation|tabletop] [--out DIR]
+                                   [--adapter A.gguf] [--domain navigation|tabletop] [--execution route|both]
+                                   [--out DIR]
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from llm_planner.plan import PlanError
 from llm_planner.planners.graph import room_name
 from llm_planner.planners.llm import LLMGoalsPlanner
 from llm_planner.posttrain.instructions import CATEGORIES, TEST_SUITES, Instruction, generate, generate_composed
-from llm_planner.posttrain.reward import Gold, execution_reward
+from llm_planner.posttrain.reward import Gold, MujocoExecution, execution_reward
 from llm_planner.posttrain.tabletop_sft import TabletopItem, scene_view, tabletop_items, tabletop_reward
 from llm_planner.posttrain.train import TRAIN_READINGS, planner_params
 from sim.world import load_world
@@ -70,8 +76,11 @@ def test_instructions() -> list[Instruction]:
     return items
 
 
-def score(planner: LLMGoalsPlanner, items: list[Any], rows_path: Path) -> list[dict[str, Any]]:
-    """Navigation: each instruction through ``planner.interpret``, the answer judged by the route reward."""
+def score(
+    planner: LLMGoalsPlanner, items: list[Any], rows_path: Path, driven: MujocoExecution | None = None
+) -> list[dict[str, Any]]:
+    """Navigation: each instruction through ``planner.interpret``, the answer judged by the route reward; with
+    ``driven`` (``--execution both``) also by driving it in MuJoCo (``mujoco_reward``, ``mujoco_outcome``)."""
     worlds = {m: load_world(m) for m in {i.map for i in items}}
 
     def gold(item: Instruction) -> Gold:
@@ -81,9 +90,12 @@ def score(planner: LLMGoalsPlanner, items: list[Any], rows_path: Path) -> list[d
         xy = gold(item).start_pose(worlds[item.map])
         return planner.interpret(item.text, worlds[item.map], item.start_room, robot_xy=(xy.x, xy.y)).model_dump_json()
 
+    second = None
+    if driven is not None:
+        second = lambda item, text: execution_reward(text, gold(item), worlds[item.map], execution=driven)  # noqa: E731
     return _scored(planner, items, rows_path, ask,
                    judge=lambda item, text: execution_reward(text, gold(item), worlds[item.map]),
-                   ident=lambda k, item: item.id, gold=lambda item: item.answer())  # fmt: skip
+                   ident=lambda k, item: item.id, gold=lambda item: item.answer(), second=second)  # fmt: skip
 
 
 def score_tabletop_plans(planner: LLMGoalsPlanner, items: list[Any], rows_path: Path) -> list[dict[str, Any]]:
@@ -101,9 +113,9 @@ def score_tabletop_plans(planner: LLMGoalsPlanner, items: list[Any], rows_path: 
 
 
 def _scored(planner: LLMGoalsPlanner, items: list[Any], rows_path: Path, ask: Any, judge: Any, ident: Any,
-            gold: Any) -> list[dict[str, Any]]:  # fmt: skip
-    """One row per item: ``ask(item)`` (the answer's JSON; a PlanError scores 0) judged by ``judge(item, text)``,
-    written to ``rows_path`` as it comes."""
+            gold: Any, second: Any = None) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per item: ``ask(item)`` (the answer's JSON; a PlanError scores 0) judged by ``judge(item, text)``
+    (and ``second(item, text)``, as ``mujoco_*``), written to ``rows_path`` as it comes."""
     rows = []
     with open(rows_path, "w", encoding="utf-8") as f:
         for k, item in enumerate(items):
@@ -121,6 +133,11 @@ def _scored(planner: LLMGoalsPlanner, items: list[Any], rows_path: Path, ask: An
             row = {"id": ident(k, item), "category": item.category, "text": item.text, "gold": gold(item),
                    "answer": text, "reward": value, "outcome": outcome, "exact": exact, "detail": detail,
                    "latency_s": round(latency, 3), "tokens": planner.last_usage.get("tokens", 0)}  # fmt: skip
+            if second is not None:
+                driven = second(item, text) if not error else None
+                row["mujoco_reward"] = driven.value if driven else 0.0
+                row["mujoco_outcome"] = driven.outcome.value if driven else "planner_error"
+                row["mujoco_detail"] = driven.detail if driven else error
             rows.append(row)
             f.write(json.dumps(row) + "\n")
             f.flush()
@@ -149,7 +166,32 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if rs:
             out[c] = block(rs)
     out["outcomes"] = {o: sum(r["outcome"] == o for r in rows) for o in sorted({r["outcome"] for r in rows})}
+    if rows and "mujoco_reward" in rows[0]:
+        out["agreement"] = agreement(rows)
     return out
+
+
+def agreement(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the route reward (the planned route judged) and the MuJoCo reward (the plan driven by the shipped
+    policy, the same check on the driven trajectory) agree on success, answer by answer: the four cells, the
+    share that agree (Wilson 95 %) and Cohen's kappa."""
+    cells = {"both": 0, "route_only": 0, "mujoco_only": 0, "neither": 0}
+    for r in rows:
+        route, driven = r["reward"] == 1.0, r["mujoco_reward"] == 1.0
+        cells["both" if route and driven else "route_only" if route else "mujoco_only" if driven else "neither"] += 1
+    n = len(rows)
+    agree = cells["both"] + cells["neither"]
+    p_route = (cells["both"] + cells["route_only"]) / n
+    p_driven = (cells["both"] + cells["mujoco_only"]) / n
+    chance = p_route * p_driven + (1 - p_route) * (1 - p_driven)
+    kappa = (agree / n - chance) / (1 - chance) if chance < 1 else 1.0
+    return cells | {
+        "agree_rate": round(agree / n, 3),
+        "wilson95": [round(v, 3) for v in wilson(agree, n)],
+        "cohen_kappa": round(kappa, 3),
+        "route_success_rate": round(p_route, 3),
+        "mujoco_success_rate": round(p_driven, 3),
+    }
 
 
 def split_label(split: str, n: int) -> str:
@@ -205,6 +247,13 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="other llm_goals planner parameters with --adapter, e.g. self_consistency=5 (YAML values)",
     )
+    parser.add_argument(
+        "--execution",
+        default="route",
+        choices=["route", "both"],
+        help="both: also drive each answer in MuJoCo with the shipped policy (seconds an answer) and report how "
+        "the two rewards agree (navigation only)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: all cores)")
     parser.add_argument("--quick", action="store_true", help="10 instructions (a smoke run)")
     parser.add_argument("--no-record", action="store_true", help="do not append the run to benchmarks/RESULTS.md")
@@ -212,6 +261,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.set and not args.adapter:
         parser.error("--set sets the trained planner's parameters: give --adapter too")
+    if args.domain == "tabletop" and args.execution != "route":
+        parser.error("--execution both drives navigation answers; tabletop plans are scored on the symbolic table")
     if args.domain == "tabletop" and args.split != "val":
         parser.error(
             f"--domain tabletop --split {args.split}: the tabletop generator has train and val only; its test is the "
@@ -247,7 +298,8 @@ def main() -> None:
     if args.domain == "tabletop":
         rows = score_tabletop_plans(planner, items, args.out / "rows.jsonl")
     else:
-        rows = score(planner, items, args.out / "rows.jsonl")
+        driven = MujocoExecution() if args.execution == "both" else None
+        rows = score(planner, items, args.out / "rows.jsonl", driven)
     split = "tabletop_val" if args.domain == "tabletop" else args.split
     summary = summarise(rows)
     figures = {
@@ -256,6 +308,7 @@ def main() -> None:
         "model": args.model,
         "threads": args.threads,
         "seed": args.seed,
+        "execution": args.execution,
         "instructions": len(rows),
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "machine": machine(),
@@ -264,7 +317,16 @@ def main() -> None:
     (args.out / "summary.json").write_text(json.dumps(figures, indent=2) + "\n")
     if not (args.quick or args.no_record):
         a = summary["all"]
-        cats = ", ".join(f"{c} {v['success_rate']:.0%}" for c, v in summary.items() if c not in ("all", "outcomes"))
+        cats = ", ".join(
+            f"{c} {v['success_rate']:.0%}" for c, v in summary.items() if c not in ("all", "outcomes", "agreement")
+        )
+        if "agreement" in summary:
+            g = summary["agreement"]
+            cats += (
+                f"; driven in MuJoCo: {g['mujoco_success_rate']:.0%}, the rewards agree on {g['agree_rate']:.0%} "
+                f"(both {g['both']}, route only {g['route_only']}, MuJoCo only {g['mujoco_only']}, neither "
+                f"{g['neither']}; kappa {g['cohen_kappa']})"
+            )
         record(
             "posttrain",
             figures,

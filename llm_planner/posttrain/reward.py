@@ -184,6 +184,20 @@ def planned_route(
     return route
 
 
+def stopped_by_own_avoid(
+    route: list[tuple[float, float]], answer: GoalsAnswer, world: World
+) -> tuple[list[tuple[float, float]], str | None]:
+    """The part of ``route`` the executor drives: it stops the robot in the first room the answer avoids that
+    the route is in (the room it starts in, when the answer avoids that one), as a driven run ends. Returns
+    the route up to there and that room (None: the whole route)."""
+    regions = avoid_regions(world, answer.avoid)
+    for i, p in enumerate(route):
+        room = entered_room(regions, p)
+        if room is not None:
+            return route[: i + 1], room
+    return route, None
+
+
 def judge(trajectory: list[tuple[float, float]], gold: Gold, world: World, tolerance: float) -> tuple[Outcome, str]:
     """The task's success check on a path (planned or driven): gold goals visited in order, no gold
     avoided room entered (the executor's predicates)."""
@@ -234,7 +248,10 @@ def execution_reward(
             route = planned_route(answer, start, world, tolerance)
         except PlanError as err:
             return _reward(Outcome.NO_ROUTE, str(err), answer, exact)
+        route, stopped = stopped_by_own_avoid(route, answer, world)
         outcome, detail = judge(route, gold, world, tolerance)
+        if stopped is not None:
+            detail += f" (the executor stops in {stopped!r}, which the answer avoids)"
     reward = _reward(outcome, detail, answer, exact)
     extra = len(answer.targets) - len(gold.goals)
     if outcome is Outcome.SUCCESS and extra > 0 and extra_target_cost > 0:

@@ -3,6 +3,8 @@ talks to a scripted OpenAI-compatible server, so the figures are known in advanc
 
 import json
 
+import pytest
+
 from benchmarks import posttrain
 from llm_planner.planners.llm import LLMPlanner
 from llm_planner.posttrain.instructions import Instruction
@@ -59,3 +61,29 @@ def test_tabletop_plans_are_asked_as_the_arm_planner_asks_and_scored_on_the_symb
     assert rows[0]["gold"] == [g.text() for g in items[0].goals] and rows[0]["exact"]
     assert items[0].text in asked[-1]["content"] and asked[0]["role"] == "system"  # the arm planner's prompt
     assert posttrain.split_label("tabletop_val", 99) == "tabletop val (99; generated, plan level)"
+
+
+def test_agreement_of_the_route_and_the_driven_rewards_counts_cells_and_kappa():
+    rows = [{"reward": a, "mujoco_reward": b} for a, b in [(1, 1)] * 6 + [(0, 0)] * 2 + [(1, 0), (0, 1)]]
+    g = posttrain.agreement(rows)
+    assert (g["both"], g["neither"], g["route_only"], g["mujoco_only"]) == (6, 2, 1, 1)
+    assert g["agree_rate"] == 0.8 and g["route_success_rate"] == g["mujoco_success_rate"] == 0.7
+    assert g["cohen_kappa"] == round((0.8 - (0.49 + 0.09)) / (1 - 0.58), 3)  # chance agreement 0.58
+    assert posttrain.summarise([{**r, "category": "single", "outcome": "x", "exact": False, "latency_s": 0.1}
+                                for r in rows])["agreement"] == g  # fmt: skip
+
+
+@pytest.mark.slow
+def test_answers_are_also_driven_in_mujoco_with_the_shipped_policy(tmp_path):
+    """--execution both: the right answer reaches the fridge when driven, the wrong one does not."""
+    from llm_planner.posttrain.reward import MujocoExecution
+
+    items = [item(0, "single", ["fridge"]), item(1, "single", ["fridge"])]
+    script = [("answer", '{"targets": ["fridge"], "avoid": []}'), ("answer", '{"targets": ["sink"], "avoid": []}')]
+    with ScriptedServer(script) as server:
+        backend = {"base_url": server.url, "model": "scripted", "timeout_s": 5.0, "max_retries": 0}
+        planner = LLMPlanner(reading="names", backend="openai", backend_params=backend, cache=False, max_attempts=1)
+        rows = posttrain.score(planner, items, tmp_path / "rows.jsonl", MujocoExecution())
+    assert [(r["reward"], r["mujoco_reward"]) for r in rows] == [(1.0, 1.0), (0.0, 0.0)], rows
+    assert "driven:" in rows[0]["mujoco_detail"]
+    assert posttrain.summarise(rows)["agreement"]["agree_rate"] == 1.0

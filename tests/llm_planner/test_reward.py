@@ -56,6 +56,14 @@ DETOUR = Gold("house", "kitchen", ("living_room",), ("dining_room",))  # the sho
         (DETOUR, answer(["lounge"], ["dining room"]), Outcome.SUCCESS, 1.0, True),
         (DETOUR, answer(["living_room"]), Outcome.ENTERED_AVOIDED_ROOM, 0.0, False),  # the constraint ignored
         (DETOUR, answer(["living_room"], ["living_room"]), Outcome.CONTRADICTORY, 0.0, False),
+        # the room the robot starts in put into avoid: the executor stops it there at once (as a driven run ends)
+        (
+            Gold("house", "dock", ("washing_machine",)),
+            answer(["washing_machine"], ["hallway"]),
+            Outcome.MISSED_TARGET,
+            0.0,
+            False,
+        ),
         # reading=tagged: the mentions are ordered by their tags, then judged as the names answer
         (MULTI, tagged(("sofa", "last"), ("stove", "first")), Outcome.SUCCESS, 1.0, True),
         (MULTI, tagged(("sofa", "then"), ("stove", "then")), Outcome.MISSED_TARGET, 0.0, False),  # order missed
