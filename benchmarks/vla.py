@@ -16,7 +16,10 @@ episode), and separately the camera render.
 
     python benchmarks/vla.py [--quick] [--no-record] [--model runs/vla/<time>/model.pt] [--seeds 0 1 2]
         [--rl-model runs/vla/<rl time>/model.pt | --candidate runs/vla/<time>/model.pt]
-        [--backends mujoco pybullet] [--planners vla symbolic]
+        [--backends mujoco pybullet] [--planners vla symbolic llm_goals]
+
+Planners other than ``vla`` are built as ``planner=<name>`` configures them (``llm_goals``: Gemma 3 with the shipped
+adapter, reading the scene as symbols; ``--threads`` also sets its llama.cpp threads), on the same layouts.
 
 With ``--rl-model`` the VLA after RL runs on the same tasks and layouts: ``rl_gain_points_<simulator>`` and the
 paired counts (episodes only one of them solved, exact McNemar p). ``--candidate`` does the same for any other
@@ -43,7 +46,23 @@ from benchmarks.tabletop_language import SUITES, first_of_each_category
 from hierarchy.evaluate import layout_seed, run_tabletop_suite, summarise
 from hierarchy.suites import load_tabletop_suite
 from hierarchy.tabletop import TabletopDomain, make_env
+from hrl.eval import configured_planner
 from llm_planner.base import make_planner
+
+
+def planner_arguments(
+    kind: str, model: str, threads: int | None, decode: str | None, overrides: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The registered planner and its arguments: the VLA with ``model`` (and ``decode``, ``--set``), any other
+    planner as ``planner=<kind>`` configures it (``llm_goals``: the shipped adapter; ``threads`` for its llama.cpp
+    backend), so that ``--planners vla llm_goals`` compares the shipped planners."""
+    if kind == "vla":
+        params = {"model": model, "threads": threads, **({"decode": decode} if decode else {}), **overrides}
+        return "vla", params
+    registered, params = configured_planner(kind)
+    if threads and "backend_params" in params:
+        params["backend_params"]["n_threads"] = threads
+    return registered, params
 
 
 def demo_seeds(model_path: Path) -> tuple[set[int], list[str], set[str]]:
@@ -204,7 +223,9 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["mujoco", "pybullet"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--latency-n", type=int, default=50)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads for the VLA (default: torch's)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads for the VLA, llama.cpp's for llm_goals (default: own)"
+    )
     parser.add_argument(
         "--decode", choices=["cell", "things"], default=None, help="how the VLA names its heatmaps (default: its own)"
     )
@@ -251,10 +272,7 @@ def main() -> None:
     successes: dict[str, dict[tuple, bool]] = {}
     for name, kind in runs:
         model = other if name == other_name else args.model
-        params = {"model": model, "threads": args.threads} if kind == "vla" else {}
-        if kind == "vla":
-            params.update({"decode": args.decode} if args.decode else {}, **overrides)
-        planner = make_planner(kind, **params)
+        planner = make_planner(*planner_arguments(kind, model, args.threads, args.decode, overrides))
         if name == "vla":
             figures["latency"] = latency(planner, 5 if args.quick else args.latency_n, args.backends[0])
             print(f"vla latency: {json.dumps(figures['latency'])}", flush=True)

@@ -369,3 +369,17 @@ def test_skill_latency_quick_runs_the_reach_as_the_hierarchy_does_and_prints_jso
     assert cells["shipped:panda_reach/latency0"]["reached"] >= 0.9
     # a late command takes the reach more steps (the same goals and starts in both cells)
     assert cells["shipped:panda_reach/latency1"]["mean_steps"] > cells["shipped:panda_reach/latency0"]["mean_steps"]
+
+
+def test_vla_benchmark_builds_other_planners_as_configured():
+    """--planners vla llm_goals compares the shipped planners: llm_goals with the shipped adapter (as
+    planner=llm_goals), not the registry's untrained defaults; the VLA with its model and settings."""
+    from benchmarks.vla import planner_arguments
+
+    name, params = planner_arguments("llm_goals", "shipped:vla_tabletop", 2, None, {})
+    assert name == "llm_goals" and params["backend_params"]["lora_path"] == "shipped:gemma3_sft", params
+    assert params["backend_params"]["n_threads"] == 2
+    assert planner_arguments("symbolic", "m.pt", None, None, {}) == ("symbolic", {})
+    assert planner_arguments("vla", "m.pt", 1, "cell", {"done_threshold": 0.6}) == (
+        "vla", {"model": "m.pt", "threads": 1, "decode": "cell", "done_threshold": 0.6}
+    )  # fmt: skip
