@@ -272,7 +272,8 @@ def main() -> None:
     successes: dict[str, dict[tuple, bool]] = {}
     for name, kind in runs:
         model = other if name == other_name else args.model
-        planner = make_planner(*planner_arguments(kind, model, args.threads, args.decode, overrides))
+        registered, params = planner_arguments(kind, model, args.threads, args.decode, overrides)
+        planner = make_planner(registered, **params)
         if name == "vla":
             figures["latency"] = latency(planner, 5 if args.quick else args.latency_n, args.backends[0])
             print(f"vla latency: {json.dumps(figures['latency'])}", flush=True)

@@ -383,3 +383,17 @@ def test_vla_benchmark_builds_other_planners_as_configured():
     assert planner_arguments("vla", "m.pt", 1, "cell", {"done_threshold": 0.6}) == (
         "vla", {"model": "m.pt", "threads": 1, "decode": "cell", "done_threshold": 0.6}
     )  # fmt: skip
+
+
+def test_vla_benchmark_runs_a_planner_other_than_the_vla(tmp_path):
+    """The script end to end with the oracle alone (the quick set of one suite, MuJoCo): the path every non-VLA
+    planner takes, which once passed its arguments to make_planner wrongly (a510f3e, found by a --quick run)."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "vla.py"), "--quick", "--no-record", "--planners", "symbolic",
+         "--suites", "tabletop_language", "--backends", "mujoco", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    figures = json.loads(r.stdout.strip().splitlines()[-1])
+    assert figures["cells"]["symbolic/mujoco/all"]["episodes"] == 6
+    assert figures["cells"]["symbolic/mujoco/all"]["success_rate"] >= 5 / 6
