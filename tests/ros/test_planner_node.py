@@ -28,9 +28,11 @@ class PlannerView:
         self.proc = processes.start("hrl.ros.planner_node", "map:=apartment", *params)
         self.processes, self.node = processes, node
         self.plans, self.subgoals, self.status = [], [], []
-        node.create_subscription(Path, "/plan", self.plans.append, 10)
-        node.create_subscription(PoseStamped, "/subgoal", self.subgoals.append, 10)
-        node.create_subscription(String, "/task_status", lambda m: self.status.append(m.data), 10)
+        readers = [
+            node.create_subscription(Path, "/plan", self.plans.append, 10),
+            node.create_subscription(PoseStamped, "/subgoal", self.subgoals.append, 10),
+            node.create_subscription(String, "/task_status", lambda m: self.status.append(m.data), 10),
+        ]
         odom_pub = node.create_publisher(Odometry, "/odom", profile("sensor_data"))  # best effort
         self.odom = odom = Odometry()
         odom.header.frame_id = "odom"
@@ -42,9 +44,11 @@ class PlannerView:
         # both ways: a status published before the node's /task_status writer has matched this reader is lost
         # (volatile), and a fresh-clone CI run lost the first "planning: ..." that way
         # matched readers of these very writers, not the graph's count: a CI run lost a first /goal_pose published
-        # after the graph knew the node's reader but before this writer had matched it
+        # after the graph knew the node's reader but before this writer had matched it; and matched writers of
+        # these very readers: another (2026-12-07) lost the first "planning: ..." after the graph knew the node's
+        # /task_status writer but before it had matched this reader
         heard = lambda: self.task.get_subscription_count() and self.goal.get_subscription_count()  # noqa: E731
-        said = lambda: all(node.count_publishers(t) for t in ("/task_status", "/plan", "/subgoal"))  # noqa: E731
+        said = lambda: all(r.get_publisher_count() for r in readers)  # noqa: E731
         assert spin_until(node, lambda: heard() and said(), 120), self.log()
 
     def log(self):
