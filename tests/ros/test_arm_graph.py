@@ -24,7 +24,7 @@ class Listener:
         from hrl.ros.qos import profile
 
         self.messages: list[str] = []
-        node.create_subscription(String, topic, lambda m: self.messages.append(m.data), profile("reliable"))
+        self.sub = node.create_subscription(String, topic, lambda m: self.messages.append(m.data), profile("reliable"))
 
 
 def start_graph(processes, planner="symbolic"):
@@ -179,9 +179,9 @@ def test_a_task_cancelled_while_it_waits_for_the_robot_ends_there(processes, rcl
     task = rclpy_node.create_publisher(String, "/task", 10)
     cancel = rclpy_node.create_publisher(Empty, "/task_cancel", 10)
 
-    def ready():  # the node hears us, and its status writer is seen (a status sent before that is lost)
-        heard = all(rclpy_node.count_subscribers(t) for t in ("/task", "/task_cancel"))
-        return heard and rclpy_node.count_publishers("/task_status") > 0
+    def ready():  # our writers and its status writer have matched (a volatile status sent before that is lost)
+        heard = task.get_subscription_count() > 0 and cancel.get_subscription_count() > 0
+        return heard and status.sub.get_publisher_count() > 0
 
     assert spin_until(rclpy_node, ready, 120), processes.log(planner)
     task.publish(String(data="red_block on blue_block"))

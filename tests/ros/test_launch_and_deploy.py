@@ -126,11 +126,12 @@ def test_hrl_deploy_runs_a_task_on_the_simulated_rover(tmp_path, ros_domain, rcl
     proc = start_deploy(out, f"processes={processes}", "map=apartment", "start=kitchen")
     node = rclpy_node
     status, odom = [], []
-    node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
+    said = node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
     node.create_subscription(Odometry, "/odom", lambda m: odom.append(m), 10)
     pub = node.create_publisher(String, "/task", 10)
-    try:
-        assert spin_until(node, lambda: odom and node.count_subscribers("/task") > 0, 120)
+    try:  # our /task writer and its /task_status writer matched: the first, volatile 'planning' status is not lost
+        matched = lambda: pub.get_subscription_count() > 0 and said.get_publisher_count() > 0  # noqa: E731
+        assert spin_until(node, lambda: odom and matched(), 120)
         assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 60)
         pub.publish(String(data="fridge"))
         assert spin_until(node, lambda: any(map(is_final, status)), 90)
@@ -155,12 +156,13 @@ def test_hrl_deploy_graph_real_drives_a_stand_in_base(tmp_path, processes, rclpy
     proc = start_deploy(out, "graph=real", "map=open")
     node = rclpy_node
     status, odom, cmds = [], [], []
-    node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
+    said = node.create_subscription(String, "/task_status", lambda m: status.append(m.data), 10)
     node.create_subscription(Odometry, "/odom", lambda m: odom.append(m.pose.pose.position), 10)
     node.create_subscription(Twist, "/cmd_vel", lambda m: cmds.append((m.linear.x, m.angular.z)), 50)
     pub = node.create_publisher(String, "/task", 10)
     try:
-        assert spin_until(node, lambda: odom and node.count_subscribers("/task") and cmds, 120)
+        matched = lambda: pub.get_subscription_count() > 0 and said.get_publisher_count() > 0  # noqa: E731
+        assert spin_until(node, lambda: odom and matched() and cmds, 120)
         pub.publish(String(data="center"))
         assert spin_until(node, lambda: any(map(is_final, status)), 90), (
             status,

@@ -102,7 +102,7 @@ def test_a_cancel_ends_the_task_and_stops_the_robot_where_it_stands(processes, r
     robot's own pose (the policy node holds there); a cancel with nothing running changes nothing."""
     view = PlannerView(processes, rclpy_node, "planner:=graph")
     cancel = rclpy_node.create_publisher(Empty, "/task_cancel", 10)
-    assert spin_until(rclpy_node, lambda: rclpy_node.count_subscribers("/task_cancel"), 30), view.log()
+    assert spin_until(rclpy_node, lambda: cancel.get_subscription_count() > 0, 30), view.log()
     view.goal.publish(goal_pose(*SOFA))
     view.wait(lambda: view.subgoals, 30)
     assert math.dist(xy(view.subgoals[0]), (KITCHEN.x, KITCHEN.y)) > 0.5  # on its way
@@ -218,7 +218,7 @@ class StandInPolicy:
             status.publish(String(data=f"reached {x:.3f} {y:.3f}"))
 
         view.node.create_subscription(PoseStamped, "/subgoal", on_subgoal, 10)
-        assert spin_until(view.node, lambda: view.node.count_publishers("/subgoal_status") > 0, 10)
+        assert spin_until(view.node, lambda: status.get_subscription_count() > 0, 10)  # matched the node's reader
 
 
 def test_the_task_is_judged_on_the_odometry_not_on_the_plan_ending(processes, rclpy_node):

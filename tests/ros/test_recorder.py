@@ -22,7 +22,7 @@ def test_recorder_writes_a_bag_that_rosbags_reads(processes, rclpy_node, tmp_pat
     status = []
     node.create_subscription(String, "/subgoal_status", lambda m: status.append(m.data), 10)
     pub = node.create_publisher(PoseStamped, "/subgoal", 10)
-    assert spin_until(node, lambda: node.count_subscribers("/subgoal") >= 2, 90)  # policy node and recorder
+    assert spin_until(node, lambda: pub.get_subscription_count() >= 2, 90)  # matched the policy node and recorder
     goal = PoseStamped()
     goal.header.frame_id = "odom"
     goal.pose.position.x, goal.pose.position.y = 3.0, 2.5
@@ -51,7 +51,7 @@ def test_recorder_hears_best_effort_sensor_publishers(processes, rclpy_node, tmp
     odom_pub = node.create_publisher(Odometry, "/odom", profile("sensor_data"))
     scan_pub = node.create_publisher(LaserScan, "/scan", profile("sensor_data"))
     task_pub = node.create_publisher(String, "/task", profile("sensor_data"))  # not a sensor: not heard
-    assert spin_until(node, lambda: node.count_subscribers("/scan") and node.count_subscribers("/odom"), 60)
+    assert spin_until(node, lambda: scan_pub.get_subscription_count() and odom_pub.get_subscription_count(), 60)
     scan = LaserScan()
     scan.angle_min, scan.angle_max, scan.angle_increment, scan.range_max = -1.0, 1.0, 0.5, 5.0
     scan.ranges = [1.0] * 5

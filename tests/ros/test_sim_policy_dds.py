@@ -26,12 +26,14 @@ def test_policy_node_drives_the_simulated_rover_to_a_subgoal(processes, rclpy_no
     else:  # refused by the system: said, and the node runs as before
         assert os.SCHED_FIFO not in {os.sched_getscheduler(t) for t in threads}
     status, odom, cmds = [], [], []
-    node.create_subscription(String, "/subgoal_status", lambda m: status.append(m.data), 10)
+    said = node.create_subscription(String, "/subgoal_status", lambda m: status.append(m.data), 10)
     node.create_subscription(Odometry, "/odom", lambda m: odom.append(m), 10)
     node.create_subscription(Twist, "/cmd_vel", lambda m: cmds.append((m.linear.x, m.angular.z)), 10)
     pub = node.create_publisher(PoseStamped, "/subgoal", 10)
-    # both nodes up: odometry flows and the policy node publishes (zero) commands
-    assert spin_until(node, lambda: odom and cmds, 60), processes.log(robot) + processes.log(policy)
+    # both nodes up: odometry flows, the policy node publishes (zero) commands, and our subgoal writer and its
+    # status writer have matched (a volatile message sent before matching is lost)
+    matched = lambda: pub.get_subscription_count() > 0 and said.get_publisher_count() > 0  # noqa: E731
+    assert spin_until(node, lambda: odom and cmds and matched(), 60), processes.log(robot) + processes.log(policy)
     goal = PoseStamped()
     goal.header.frame_id = "odom"
     goal.pose.position.x, goal.pose.position.y = 3.5, 3.0
@@ -60,11 +62,13 @@ class Graph:
         self.planner = processes.start("hrl.ros.planner_node", "map:=apartment", *planner)
         self.processes, self.node = processes, node
         self.status, self.plans, self.odom = [], [], []
-        node.create_subscription(String, "/task_status", lambda m: self.status.append(m.data), 10)
-        node.create_subscription(Path, "/plan", lambda m: self.plans.append(m), 10)
+        said = node.create_subscription(String, "/task_status", lambda m: self.status.append(m.data), 10)
+        plans = node.create_subscription(Path, "/plan", lambda m: self.plans.append(m), 10)
         node.create_subscription(Odometry, "/odom", lambda m: self.odom.append(m), 10)
         self.task = node.create_publisher(String, "/task", 10)
-        assert spin_until(node, lambda: self.odom and node.count_subscribers("/task") > 0, 120)
+        # matched, not only discovered: a volatile first status or plan sent before matching is lost
+        matched = lambda: self.task.get_subscription_count() > 0 and said.get_publisher_count() > 0  # noqa: E731
+        assert spin_until(node, lambda: self.odom and matched() and plans.get_publisher_count() > 0, 120)
         if with_policy:
             assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 30)
 
