@@ -33,6 +33,19 @@ def launched_processes() -> int:
         raise ValueError(f"WORLD_SIZE={value!r} is not a number of processes; unset it to run in one") from None
 
 
+def process_rank() -> int:
+    """This process's index among those a launcher started (its ``RANK``: 0 writes the run directory); 0 without
+    one."""
+    value = os.environ.get("RANK", "0")
+    try:
+        rank = int(value)
+    except ValueError:
+        raise ValueError(f"RANK={value!r} is not a process index; unset it to run in one process") from None
+    if not 0 <= rank < launched_processes():
+        raise ValueError(f"RANK={rank} is not one of the {launched_processes()} processes (WORLD_SIZE); unset both")
+    return rank
+
+
 def check_launched_run_dir(program: str) -> None:
     """Under a launcher, refuse a run whose directory Hydra would name by the time: each process names its own,
     and they may differ by a second (call from the Hydra task)."""

@@ -12,7 +12,6 @@ Writes ``runs/posttrain/<time>/``: ``adapter/`` (the LoRA adapter), ``checkpoint
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import NoReturn
 from hrl.cli import (
     check_launched_run_dir,
     launched_processes,
+    process_rank,
     resume_values,
     run_hydra_app,
     sigterm_as_keyboard_interrupt,
@@ -57,7 +57,10 @@ def _run(config, run_dir: Path) -> int:
         fail(str(err))
     if config.threads:
         torch.set_num_threads(config.threads)
-    processes, main = launched_processes(), os.environ.get("RANK", "0") == "0"  # accelerate launch / torchrun
+    try:
+        processes, main = launched_processes(), process_rank() == 0  # accelerate launch / torchrun
+    except ValueError as err:
+        fail(str(err))
     try:
         with sigterm_as_keyboard_interrupt():
             result = run(config, run_dir)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import time
 from collections import defaultdict
@@ -617,7 +616,7 @@ def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokeniz
     """Run one stage into ``out_dir``: checkpoints/ (resume), adapter/ (the trained LoRA), train_log.csv,
     val_log.csv, curves.png, result.json. ``model``/``tokenizer``: already loaded by :func:`load_model` (with
     the config's base and adapter; tests reuse one), else loaded here."""
-    from hrl.cli import launched_processes
+    from hrl.cli import launched_processes, process_rank
 
     config.check()
     processes = launched_processes()
@@ -629,7 +628,7 @@ def run(config: PosttrainConfig, out_dir: str | Path, model: Any = None, tokeniz
     out = Path(out_dir)
     # Under a launcher every process prepares its own data and initial adapter (process r > 0 in a folder of its
     # own, removed at the end); TRL saves the checkpoints and the first process writes the run directory.
-    rank = int(os.environ.get("RANK", "0"))
+    rank = process_rank()
     own = out if rank == 0 else out / f"process{rank}"
     own.mkdir(parents=True, exist_ok=True)
     if rank == 0:

@@ -170,3 +170,25 @@ def test_hrl_benchmark_job_with_an_unset_value_says_so_in_the_launching_process(
     assert out.returncode == 2
     assert unset_value_error("hrl-benchmark", "planner.backend.params.lora_path") in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "sweep" / "episodes").exists()
+
+
+def test_launcher_environment_is_read_once_with_clear_errors(monkeypatch):
+    """accelerate launch / torchrun say how many processes there are (WORLD_SIZE) and which this one is (RANK);
+    without a launcher, one process of index 0. Nonsense in either is refused naming the variable."""
+    from hrl.cli import launched_processes, process_rank
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    assert (launched_processes(), process_rank()) == (1, 0)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    assert (launched_processes(), process_rank()) == (4, 3)
+    monkeypatch.setenv("RANK", "4")
+    with pytest.raises(ValueError, match=r"RANK=4 is not one of the 4 processes"):
+        process_rank()
+    monkeypatch.setenv("RANK", "first")
+    with pytest.raises(ValueError, match=r"RANK='first' is not a process index"):
+        process_rank()
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ValueError, match=r"WORLD_SIZE='two' is not a number of processes"):
+        launched_processes()
