@@ -5,7 +5,6 @@ import csv
 import json
 import shutil
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -28,6 +27,7 @@ from llm_planner.posttrain.train import (
     score,
 )
 from sim.world import load_world
+from tests.launch import accelerate_launch
 
 peft = pytest.importorskip("peft", reason="hrl-posttrain needs the posttrain extra (make setup installs it)")
 
@@ -221,15 +221,7 @@ def test_the_trl_engine_runs_sft_and_grpo_steps(tmp_path):
 
 
 def _accelerate(*args: str) -> subprocess.CompletedProcess:
-    """``accelerate launch --multi_gpu --num_processes 2 -m hrl.posttrain ARGS``: the GPU command, which accelerate
-    runs on the CPU (gloo) on a machine without GPUs."""
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes=2"]
-    return subprocess.run(
-        [*launch, "--num_machines=1", "--mixed_precision=no", "--dynamo_backend=no", "-m", "hrl.posttrain", *args],
-        capture_output=True,
-        text=True,
-        timeout=1100,
-    )
+    return accelerate_launch("hrl.posttrain", *args, timeout=1100)
 
 
 @pytest.mark.slow
