@@ -17,6 +17,7 @@ episode), and separately the camera render.
     python benchmarks/vla.py [--quick] [--no-record] [--model runs/vla/<time>/model.pt] [--seeds 0 1 2]
         [--rl-model runs/vla/<rl time>/model.pt | --candidate runs/vla/<time>/model.pt]
         [--backends mujoco pybullet] [--planners vla symbolic llm_goals]
+        [--candidate-set consult=llm_goals consult_weight=2] [--llm-cache DIR]
 
 Planners other than ``vla`` are built as ``planner=<name>`` configures them (``llm_goals``: Gemma 3 with the shipped
 adapter, reading the scene as symbols; ``--threads`` also sets its llama.cpp threads), on the same layouts.
@@ -24,6 +25,11 @@ adapter, reading the scene as symbols; ``--threads`` also sets its llama.cpp thr
 With ``--rl-model`` the VLA after RL runs on the same tasks and layouts: ``rl_gain_points_<simulator>`` and the
 paired counts (episodes only one of them solved, exact McNemar p). ``--candidate`` does the same for any other
 model (``vla_candidate``, ``candidate_gain_points_<simulator>``): a model to ship against ``--model``, the shipped one.
+``--candidate-set KEY=VALUE ...`` gives the candidate planner settings of its own (without ``--candidate``, the
+same model with them): ``--candidate-set consult=llm_goals`` is the VLA consulting the language model, paired
+with the VLA alone. Each VLA is also paired with every other planner run (``<vla>_vs_<planner>_paired_<sim>``).
+``--llm-cache DIR`` keeps llm_goals' answers on disk; a consulting candidate given the same directory
+(``consult_params={cache_dir: DIR}``) reuses the answers for the same scenes.
 """
 
 from __future__ import annotations
@@ -232,9 +238,25 @@ def main() -> None:
     parser.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="other VLA planner parameters (YAML values)"
     )
+    parser.add_argument(
+        "--candidate-set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the candidate's own planner parameters over --set (without --candidate: --model with these), e.g. "
+        "consult=llm_goals consult_weight=2",
+    )
+    parser.add_argument(
+        "--llm-cache", default=None, help="a directory where llm_goals keeps its answers (reused by a later run)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bench/vla"))
     args = parser.parse_args()
     overrides = parse_sets(parser, args.set)
+    candidate_overrides = {**overrides, **parse_sets(parser, args.candidate_set)}
+    if args.candidate_set and args.rl_model:
+        parser.error("--candidate-set sets the candidate's parameters; it does not go with --rl-model")
+    if args.candidate_set and not args.candidate:
+        args.candidate = args.model
     from hierarchy.vla.planner import resolve_model
     from hrl.hierarchy_eval import wilson
 
@@ -262,6 +284,7 @@ def main() -> None:
         "seeds": seeds,
         "model": str(model_path),
         **({"candidate": str(resolve_model(args.candidate))} if args.candidate else {}),
+        **({"candidate_params": candidate_overrides} if args.candidate_set else {}),
         "decode": args.decode,
         "vla_params": overrides,
     }
@@ -272,7 +295,10 @@ def main() -> None:
     successes: dict[str, dict[tuple, bool]] = {}
     for name, kind in runs:
         model = other if name == other_name else args.model
-        registered, params = planner_arguments(kind, model, args.threads, args.decode, overrides)
+        given = candidate_overrides if name == "vla_candidate" else overrides
+        registered, params = planner_arguments(kind, model, args.threads, args.decode, given)
+        if args.llm_cache and kind == "llm_goals":
+            params["cache_dir"] = args.llm_cache
         planner = make_planner(registered, **params)
         if name == "vla":
             figures["latency"] = latency(planner, 5 if args.quick else args.latency_n, args.backends[0])
@@ -318,6 +344,11 @@ def main() -> None:
             gain = cells[f"{other_name}/{be}/all"]["success_rate"] - cells[f"vla/{be}/all"]["success_rate"]
             figures[f"{key}_gain_points_{be}"] = round(100 * gain, 1)
             figures[f"{key}_paired_{be}"] = paired(a, b, names)
+    for ours in [n for n, _ in runs if n in ("vla", other_name)]:  # each VLA against each other planner, paired
+        for theirs in [p for p in args.planners if p not in ("vla", "symbolic")]:
+            for be in args.backends:
+                a, b = successes[f"{theirs}/{be}"], successes[f"{ours}/{be}"]
+                figures[f"{ours}_vs_{theirs}_paired_{be}"] = paired(a, b, (theirs, ours))
     if "vla" in args.planners and len(args.backends) > 1:
         # from the simulator the demonstrations were rendered in to the other (the first two --backends when the
         # files are not here to say; the figures name which way it was taken)

@@ -22,7 +22,7 @@ import json
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hrl.cli import (
     check_launched_run_dir,
@@ -78,6 +78,8 @@ class VLAConfig:
     rl_augment: str = "none"
     rl_backends: list[str] | None = None
     kl_coef: float = 0.0
+    # stage=val
+    planner_params: dict[str, Any] = field(default_factory=dict)  # VLAPlanner's (decode, done_threshold, consult...)
     resume: bool = False
 
     def check(self) -> None:
@@ -99,7 +101,21 @@ class VLAConfig:
                 raise ValueError("stage=val needs init_model=<model.pt> (or shipped:<name>): the model to validate")
             if self.episodes < 1:
                 raise ValueError(f"episodes must be >= 1, got {self.episodes}")
-        else:
+            if "model" in self.planner_params:
+                raise ValueError("planner_params.model: stage=val scores init_model=<model.pt>; give the model there")
+            import inspect
+
+            from hierarchy.vla.planner import VLAPlanner
+
+            known = [k for k in inspect.signature(VLAPlanner).parameters if k != "model"]
+            unknown = sorted(set(self.planner_params) - set(known))
+            if unknown:
+                raise ValueError(f"planner_params: unknown {unknown}; the VLA planner takes {', '.join(known)}")
+        if self.planner_params and self.stage != "val":
+            raise ValueError(
+                f"planner_params is stage=val's (the VLA planner's settings to validate); stage={self.stage} ignores it"
+            )
+        if self.stage not in ("data", "bc", "val"):
             self.rl_config().check()
 
     def data_config(self):
@@ -224,6 +240,7 @@ def _run(config: VLAConfig, run_dir: Path) -> int:
                     config.seed,
                     config.backend,
                     split_seed=config.split_seed,
+                    **dict(config.planner_params),
                 )
                 (run_dir / "val_episodes.json").write_text(json.dumps(val, indent=2))
                 scores = ", ".join(f"{s} {val[s]:.0%}" for s in config.scenes)

@@ -14,6 +14,15 @@ where, comes from the image. A robot has the same: its perception publishes the 
 
 The instruction's token embeddings are computed once per instruction; ``last_usage`` holds the time of the last
 plan (camera, network, lifting) in milliseconds.
+
+**Consulting a language planner** (``consult="llm_goals"``): at a task's first step the named planner (built as
+``planner=<name>`` configures it) reads the instruction against the scene once and answers a whole plan; at every
+step its next subgoal that does not hold yet is a *hint*. The VLA's scores over the candidates (log-softmax of each
+thing's heatmap logit) get ``consult_weight`` added for the hinted block and, when that block is the one picked, for
+the hinted target; the done logit gets ``consult_done_weight`` added when every hinted subgoal holds and subtracted
+otherwise. Weight 0 is the VLA alone; a large weight follows the language planner's reading wherever it has one.
+A language planner that fails to answer leaves the VLA alone for that task (``last_usage["hint"]`` says why). It
+costs one language-model call per task (~1 s on 2 cores for ``llm_goals``), the plans after it the VLA's time.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from llm_planner.plan import PlanDone, PlanError
+from llm_planner.planners.llm_tabletop import holds_in
 from llm_planner.tabletop import PlaceSubgoal, TabletopPlan, TabletopTask, TabletopView
 
 
@@ -65,6 +75,10 @@ class VLAPlanner:
         done_threshold: float = 0.7,
         threads: int | None = None,
         decode: str = "things",
+        consult: str | None = None,
+        consult_weight: float = 2.0,
+        consult_done_weight: float | None = None,
+        consult_params: dict[str, Any] | None = None,
     ) -> None:
         import torch
 
@@ -78,6 +92,15 @@ class VLAPlanner:
         if decode not in DECODES:
             raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
         self.decode = decode
+        self.consult = None
+        if consult is not None:
+            self.consult = _consulted(consult, decode, consult_params or {})
+        for key, weight in (("consult_weight", consult_weight), ("consult_done_weight", consult_done_weight)):
+            if weight is not None and not (isinstance(weight, int | float) and np.isfinite(weight) and weight >= 0):
+                raise ValueError(f"{key} must be a number >= 0 (0: the VLA alone), got {weight!r}")
+        self.consult_weight = float(consult_weight)
+        self.consult_done_weight = float(consult_weight if consult_done_weight is None else consult_done_weight)
+        self._hint: tuple[Any, list[Any] | None, str] | None = None  # (task key, the consulted plan, why none)
         if threads:
             torch.set_num_threads(int(threads))
         self.path = resolve_model(model)
@@ -108,6 +131,28 @@ class VLAPlanner:
 
     def reset(self) -> None:
         self.steps = 0
+        self._hint = None
+
+    def hint(self, task: TabletopTask, scene: TabletopView) -> tuple[PlaceSubgoal | None, bool | None]:
+        """The consulted planner's next subgoal that does not hold in ``scene`` (None when every one holds, or when
+        there is no reading), and whether its plan is complete (None: no reading). The plan is asked for once per
+        task: at its first step, so the language planner reads the scene the task started in."""
+        if self.consult is None:
+            return None, None
+        key = (scene.scene, task.text)
+        if self._hint is None or self._hint[0] != key:
+            try:
+                plan = self.consult.plan(task, scene)
+                self._hint = (key, list(plan.subgoals), "")
+            except PlanError as err:
+                self._hint = (key, None, f"{self.consult.name} gave no plan: {err}")
+        plan = self._hint[1]
+        if plan is None:
+            return None, None
+        left = [s for s in plan if not holds_in(s, scene)]
+        if not left:
+            return None, True
+        return (left[0] if isinstance(left[0], PlaceSubgoal) else None), False
 
     # -- planning -----------------------------------------------------------------------------------------
     def plan(self, task: TabletopTask, scene: TabletopView, feedback: Any = None) -> TabletopPlan:
@@ -122,13 +167,22 @@ class VLAPlanner:
         image = scene.camera(self.camera, self.size, depth=True)
         t1 = time.perf_counter()
         width = scene.finger_width if scene.finger_width is not None else 0.08
-        plan = self.plan_image(text, image, np.array([*scene.tcp, width], dtype=np.float32), scene)
+        hint = self.hint(task, scene)
+        plan = self.plan_image(text, image, np.array([*scene.tcp, width], dtype=np.float32), scene, hint)
         self.last_usage["camera_ms"] = round((t1 - t0) * 1000, 2)
         self.steps += 1
         return plan
 
-    def plan_image(self, text: str, image: Any, proprio: np.ndarray, scene: TabletopView) -> TabletopPlan:
-        """The next step from one camera image (``CameraImage`` with depth) and the proprioception (4,)."""
+    def plan_image(
+        self,
+        text: str,
+        image: Any,
+        proprio: np.ndarray,
+        scene: TabletopView,
+        hint: tuple[PlaceSubgoal | None, bool | None] = (None, None),
+    ) -> TabletopPlan:
+        """The next step from one camera image (``CameraImage`` with depth) and the proprioception (4,); ``hint``
+        is :meth:`hint`'s (the consulted planner's next subgoal, and whether its plan is complete)."""
         import torch
 
         rgb, depth = np.asarray(image.rgb), image.depth
@@ -145,29 +199,58 @@ class VLAPlanner:
             raise ValueError(f"proprioception must be 4 finite numbers (TCP x, y, z, finger width), got {proprio}")
         t0 = time.perf_counter()
         pick_logits, place_logits, done_logit = self.forward(text, rgb, depth, proprio)
-        done = float(torch.sigmoid(done_logit)[0])
+        step, complete = hint
+        done_logit = float(done_logit[0]) + self.done_bonus(complete)
+        done = float(torch.sigmoid(torch.tensor(done_logit)))
         t1 = time.perf_counter()
         self.last_usage = {"model_ms": round((t1 - t0) * 1000, 2), "done": round(done, 3)}
+        if self.consult is not None:
+            self.last_usage["hint"] = "done" if complete else (step.label() if step else self._hint_why())
         if done >= self.done_threshold:
             raise PlanDone(f"vla: done (p = {done:.2f})")
-        obj, on = self.name_step(pick_logits[0].numpy(), place_logits[0].numpy(), image, scene)
+        obj, on = self.name_step(pick_logits[0].numpy(), place_logits[0].numpy(), image, scene, step)
         self.last_usage["lift_ms"] = round((time.perf_counter() - t1) * 1000, 2)
         if self.decode == "things":
             why = f"the pick heatmap's best thing {obj}, the place heatmap's {on}"
         else:
             (pu, pv), (qu, qv) = self.last_points["pick_uv"], self.last_points["place_uv"]
             why = f"pick at pixel ({pu:.0f}, {pv:.0f}), place at ({qu:.0f}, {qv:.0f})"
+        if self.consult is not None:
+            why += f"; {self.consult.name}'s next step {self.last_usage['hint']}"
         return TabletopPlan(subgoals=[PlaceSubgoal(object=obj, on=on)], rationale=f"vla: {why}; done p = {done:.2f}")
 
-    def name_step(self, pick_logits: np.ndarray, place_logits: np.ndarray, image: Any, scene: TabletopView):
-        """(object, target) named by the two heatmaps ((S/2, S/2) logits each) as ``decode`` says."""
+    def done_bonus(self, complete: bool | None) -> float:
+        """What the consulted plan adds to the done logit: +weight when all of it holds, -weight when not, 0
+        without a reading."""
+        if complete is None:
+            return 0.0
+        return self.consult_done_weight if complete else -self.consult_done_weight
+
+    def _hint_why(self) -> str:
+        if self._hint is not None and self._hint[1] is None:
+            return f"none ({self._hint[2]})"
+        return "none (not a place)"
+
+    def name_step(
+        self,
+        pick_logits: np.ndarray,
+        place_logits: np.ndarray,
+        image: Any,
+        scene: TabletopView,
+        hint: PlaceSubgoal | None = None,
+    ):
+        """(object, target) named by the two heatmaps ((S/2, S/2) logits each) as ``decode`` says; a ``hint``
+        (``decode="things"`` only) adds ``consult_weight`` to its block's score, and to its target's when that
+        block is the one picked."""
         if self.decode == "things":
             tops = self._tops(scene)
             free = [o.name for o in scene.objects if o.on != "gripper"] or list(tops)
-            obj = _best_thing(pick_logits, image, {k: tops[k] for k in free}, "pick")
+            bonus = {hint.object: self.consult_weight} if hint is not None else {}
+            obj = _best_thing(pick_logits, image, {k: tops[k] for k in free}, "pick", bonus)
             targets = {k: v for k, v in tops.items() if k != obj}
             targets.update({p.name: np.array([*p.center, 0.0]) for p in scene.places})
-            return obj, _best_thing(place_logits, image, targets, "place")
+            bonus = {hint.on: self.consult_weight} if hint is not None and hint.object == obj else {}
+            return obj, _best_thing(place_logits, image, targets, "place", bonus)
         (pu, pv), (qu, qv) = (_best_cell(pick_logits), _best_cell(place_logits))
         pick, place = image.lift(pu, pv), image.lift(qu, qv)
         self.last_points = {"pick_uv": (pu, pv), "place_uv": (qu, qv), "pick": pick, "place": place}
@@ -221,10 +304,13 @@ def _best_cell(logits: np.ndarray) -> tuple[float, float]:
     return (best % w) * 2 + 1.0, (best // w) * 2 + 1.0
 
 
-def _best_thing(logits: np.ndarray, image: Any, candidates: dict[str, np.ndarray], what: str) -> str:
+def _best_thing(
+    logits: np.ndarray, image: Any, candidates: dict[str, np.ndarray], what: str, bonus: dict[str, float] | None = None
+) -> str:
     """``decode="things"``: the candidate whose point (a block's top, a place's centre: where the demonstrations'
     labels were) sees the highest heatmap logit within one cell of its own, projected through the camera's
-    nominal pinhole model. Out-of-view candidates are skipped."""
+    nominal pinhole model. Out-of-view candidates are skipped. ``bonus`` (a consulted planner's hint) is added
+    to the candidates' log-softmax scores."""
     if not candidates:
         raise PlanError(f"vla: nothing to {what} in this scene")
     h, w = logits.shape
@@ -232,16 +318,41 @@ def _best_thing(logits: np.ndarray, image: Any, candidates: dict[str, np.ndarray
     uv = image.project(np.stack([candidates[k] for k in names]))
     cols = np.floor(uv[:, 0] * w / image.size[0]).astype(int)
     rows = np.floor(uv[:, 1] * h / image.size[1]).astype(int)
-    best, score = "", -np.inf
+    scores: dict[str, float] = {}
     for name, c, r in zip(names, cols.tolist(), rows.tolist(), strict=True):
-        if not (0 <= c < w and 0 <= r < h):
-            continue
-        value = float(logits[max(r - 1, 0) : r + 2, max(c - 1, 0) : c + 2].max())
-        if value > score:
-            best, score = name, value
-    if not best:
+        if 0 <= c < w and 0 <= r < h:
+            scores[name] = float(logits[max(r - 1, 0) : r + 2, max(c - 1, 0) : c + 2].max())
+    if not scores:
         raise PlanError(f"vla: no {what} candidate is in the camera's view ({', '.join(names)})")
-    return best
+    if bonus:
+        top = max(scores.values())
+        norm = top + float(np.log(sum(np.exp(v - top) for v in scores.values())))
+        scores = {k: v - norm + bonus.get(k, 0.0) for k, v in scores.items()}
+    return max(scores, key=scores.__getitem__)
+
+
+def _consulted(name: str, decode: str, params: dict[str, Any]) -> Any:
+    """The language planner ``consult`` names, built as ``planner=<name>`` configures it, ``params`` over it key by
+    key (``backend_params`` too, unless ``params`` names another ``backend``)."""
+    from hrl.eval import planner_arguments
+    from llm_planner.base import planner_class
+
+    if decode != "things":
+        raise ValueError(f"consult={name!r} weighs the candidates decode='things' scores; got decode={decode!r}")
+    if name == "vla":
+        raise ValueError("consult names the planner the VLA consults; it cannot be vla itself (try llm_goals)")
+    registered, kwargs = planner_arguments(name, params)
+    if "backend" not in params and isinstance(params.get("backend_params"), dict):
+        configured = planner_arguments(name, {})[1].get("backend_params", {})
+        kwargs["backend_params"] = {**configured, **params["backend_params"]}
+    cls = planner_class(registered)
+    stepwise = getattr(cls, "stepwise", False)
+    if "tabletop" not in getattr(cls, "domains", ()) or stepwise:
+        raise ValueError(
+            f"consult={name!r} must be a planner that reads a whole tabletop plan at once (llm_goals, symbolic); "
+            f"{registered} is {'step-wise' if stepwise else 'not a tabletop planner'}"
+        )
+    return cls(**kwargs)
 
 
 def _nearest(point: np.ndarray, candidates: dict[str, np.ndarray], radius: float, what: str, kind: str) -> str:

@@ -115,15 +115,22 @@ class Step:
 
 
 def sample_step(
-    planner: Any, text: str, image: Any, proprio: np.ndarray, rng: np.random.Generator | None, temperature: float
+    planner: Any,
+    text: str,
+    image: Any,
+    proprio: np.ndarray,
+    rng: np.random.Generator | None,
+    temperature: float,
+    done_bonus: float = 0.0,
 ):
     """One decision: (done, pick cell, place cell), sampled, or with ``rng=None`` the planner's own (the best
-    cells, done at its threshold); then the pick and place heatmaps it came from."""
+    cells, done at its threshold, its done logit plus ``done_bonus``: a consulted planner's say); then the pick
+    and place heatmaps it came from."""
     import torch
 
     pl, ql, dl = planner.forward(text, image.rgb, image.depth, proprio)
     if rng is None:
-        done = float(torch.sigmoid(dl)[0]) >= planner.done_threshold
+        done = float(torch.sigmoid(dl + done_bonus)[0]) >= planner.done_threshold
         return done, int(pl[0].flatten().argmax()), int(ql[0].flatten().argmax()), pl, ql
     done = bool(rng.random() < float(torch.sigmoid(dl)[0]))
 
@@ -162,7 +169,11 @@ def run_episode(
     steps: list[Step] = []
     said_done = ended = False
     half = planner.size // 2
+    consult = not sample and getattr(planner, "consult", None) is not None
+    if consult:
+        planner.reset()
     for _ in range(len(task.goals) + 2):
+        hint = planner.hint(task, domain.observe(env)) if consult else (None, None)
         image, proprio = observe(env, planner.size)
         if sample and cfg.augment == "strong":
             from hierarchy.vla.train import strong_look
@@ -171,7 +182,7 @@ def run_episode(
             strong_look(look, image.depth, rng)
             image = replace(image, rgb=np.clip(look, 0, 255).astype(np.uint8))
         done, pick, place, pl, ql = sample_step(
-            planner, task.text, image, proprio, rng if sample else None, cfg.temperature
+            planner, task.text, image, proprio, rng if sample else None, cfg.temperature, planner.done_bonus(hint[1])
         )
         steps.append(Step(image.rgb, image.depth, proprio, done, pick, place))
         if done:
@@ -183,7 +194,7 @@ def run_episode(
                 obj = planner._pick_name(image.lift(*cell_pixel(pick, half)), view)
                 on = planner._place_name(image.lift(*cell_pixel(place, half)), view, obj)
             else:  # the planner's own naming of the same heatmaps (val: a planner setting to choose by)
-                obj, on = planner.name_step(pl[0].numpy(), ql[0].numpy(), image, view)
+                obj, on = planner.name_step(pl[0].numpy(), ql[0].numpy(), image, view, hint[0])
         except PlanError:
             ended = True
             break
@@ -225,7 +236,7 @@ def validate_episodes(
     """End-to-end success on the generator's val split (unseen templates and words), each task in a fresh layout
     (none a demonstration's, RL's or the test's), with the planner's own decisions and the kinematic executor:
     what to choose a model (and ``planner_params``, VLAPlanner's) by before the test (``hrl-vla stage=val``).
-    Returns success per scene, per category (``by_category``) and overall."""
+    Returns success per scene, per category (``by_category``), overall, and per episode (``episodes``)."""
     from tqdm import tqdm
 
     from hierarchy.tabletop import TabletopDomain, make_env
@@ -245,6 +256,7 @@ def validate_episodes(
         # splits of this split seed only (None: its demonstration files are not on this machine)
         "unseen_phrasings": unseen,
         "training_split_seeds": None if seen is None else sorted(seen),
+        "planner_params": planner_params,
     }
     if not unseen:
         import sys
@@ -259,7 +271,7 @@ def validate_episodes(
             "new combinations, not phrasings and words training never saw",
             file=sys.stderr,
         )
-    wins, by_category = [], {}
+    wins, by_category, rows = [], {}, []
     with tqdm(total=episodes * len(scenes), desc="vla val", disable=not progress) as bar:
         for si, scene in enumerate(scenes):
             env = make_env(scene, backend=backend)
@@ -270,6 +282,8 @@ def validate_episodes(
                     layout = stage_layout_seed("val", seed, si, i)
                     ok.append(run_episode(planner, env, task, layout, rng, cfg, domain, sample=False)[2])
                     by_category.setdefault(task.category, []).append(ok[-1])
+                    rows.append({"scene": scene, "index": i, "category": task.category, "text": task.text})
+                    rows[-1]["success"] = bool(ok[-1])
                     bar.update(1)
             finally:
                 env.close()
@@ -277,6 +291,7 @@ def validate_episodes(
             wins += ok
     out["all"] = round(float(np.mean(wins)), 4)
     out["by_category"] = {c: round(float(np.mean(v)), 4) for c, v in sorted(by_category.items())}
+    out["episodes"] = rows  # one row per episode (scene, index in its scene's task list, category, text, success)
     return out
 
 

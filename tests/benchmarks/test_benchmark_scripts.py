@@ -397,3 +397,22 @@ def test_vla_benchmark_runs_a_planner_other_than_the_vla(tmp_path):
     figures = json.loads(r.stdout.strip().splitlines()[-1])
     assert figures["cells"]["symbolic/mujoco/all"]["episodes"] == 6
     assert figures["cells"]["symbolic/mujoco/all"]["success_rate"] >= 5 / 6
+
+
+def test_vla_benchmark_pairs_the_vla_with_a_consulting_candidate(tmp_path):
+    """--candidate-set: the same model with settings of its own, paired with the VLA alone on the same episodes.
+    Consulting the oracle (symbolic) with an overwhelming weight makes the candidate follow the task's own goals,
+    so it solves what the skills allow, whatever the network reads."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "vla.py"), "--quick", "--no-record", "--planners", "vla",
+         "--candidate-set", "consult=symbolic", "consult_weight=10000", "--suites", "tabletop_language",
+         "--backends", "mujoco", "--latency-n", "3", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    figures = json.loads(r.stdout.strip().splitlines()[-1])
+    assert figures["candidate_params"] == {"consult": "symbolic", "consult_weight": 10000}
+    assert figures["cells"]["vla_candidate/mujoco/all"]["episodes"] == 6
+    assert figures["cells"]["vla_candidate/mujoco/all"]["success_rate"] >= 5 / 6
+    pair = figures["candidate_paired_mujoco"]
+    assert pair["episodes"] == 6 and pair["only_model"] + pair["only_candidate"] <= 6

@@ -21,6 +21,7 @@ from hierarchy.vla.data import DataConfig, layout_seed, read_dataset, write_data
 from hierarchy.vla.train import BCConfig, train
 from llm_planner.plan import PlanDone, PlanError
 from llm_planner.tabletop import PlaceSubgoal, Relation, TabletopTask
+from tests.launch import accelerate_launch
 
 TASKS = (
     TabletopTask("Put the red block on the blue block.", (Relation("red_block", "blue_block"),), "single"),
@@ -331,6 +332,61 @@ def test_things_decoding_names_the_thing_whose_own_point_scores_highest(trained,
         VLAPlanner(model=str(run / "model.pt"), decode="argmax")
 
 
+def test_a_consulted_planners_hint_weighs_the_candidates_and_the_done_decision(trained, demos):
+    """consult=<planner>: its plan, read once per task, adds consult_weight to its next step's block and target
+    and moves the done logit; weight 0 is the VLA alone. The oracle (symbolic) stands in for llm_goals here: its
+    reading is the task's goals, so where they differ from what the network says the hint is visible."""
+    from hierarchy.vla.data import randomise_view
+    from hierarchy.vla.planner import VLAPlanner
+    from hierarchy.vla.rl import RLConfig, run_episode
+
+    run, _ = trained
+    model = str(run / "model.pt")
+    # the network learnt "red on blue" for this text; the task's goal (what symbolic reads) is yellow on red
+    task = TabletopTask(TASKS[0].text, (Relation("yellow_block", "red_block"),), "single")
+    env = make_env("blocks", backend="mujoco")
+    try:
+        env.reset(seed=layout_seed("train", 0, 0, 0))  # the first demonstration's layout
+        randomise_view(env, np.random.default_rng([0, 0, False]), DataConfig())
+        view = TabletopDomain().observe(env)
+        answers = {}
+        for weight in (0.0, 1e4):
+            planner = VLAPlanner(model=model, consult="symbolic", consult_weight=weight)
+            step = planner.plan(task, view).subgoals[0]
+            answers[weight] = (step.object, step.on)  # (a network that memorised 4 demos is sure: logits ~100 apart)
+            assert planner.last_usage["hint"] == "place yellow_block on red_block"
+        assert answers[0.0] == ("red_block", "blue_block")  # the VLA alone
+        assert answers[1e4] == ("yellow_block", "red_block")  # the hint outweighs it
+        # every subgoal of the consulted plan holds: a large done weight ends the task, none leaves the VLA's say
+        finished = replace(
+            view, objects=tuple(replace(o, on="red_block") if o.name == "yellow_block" else o for o in view.objects)
+        )
+        with pytest.raises(PlanDone, match="vla: done"):
+            VLAPlanner(model=model, consult="symbolic", consult_weight=0, consult_done_weight=100).plan(task, finished)
+        assert len(VLAPlanner(model=model, consult="symbolic", consult_weight=0).plan(task, finished).subgoals) == 1
+        # stage=val's episodes (the planner's own decisions, kinematic executor) take the hint as well
+        wins = {}
+        for weight in (0.0, 1e4):
+            planner = VLAPlanner(model=model, consult="symbolic", consult_weight=weight)
+            seed = layout_seed("val", 0, 0, 0)
+            wins[weight] = run_episode(
+                planner, env, task, seed, np.random.default_rng(0), RLConfig(), TabletopDomain(), sample=False
+            )[2]
+        assert wins == {0.0: False, 1e4: True}
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="consult_weight must be a number >= 0"):
+        VLAPlanner(model=model, consult="symbolic", consult_weight=-1)
+    with pytest.raises(ValueError, match="decode='things'"):
+        VLAPlanner(model=model, consult="symbolic", decode="cell")
+    with pytest.raises(ValueError, match="cannot be vla itself"):
+        VLAPlanner(model=model, consult="vla")
+    with pytest.raises(ValueError, match="saycan is step-wise"):
+        VLAPlanner(model=model, consult="saycan")
+    with pytest.raises(ValueError, match="graph is not a tabletop planner"):
+        VLAPlanner(model=model, consult="graph")
+
+
 def test_strong_augmentation_randomises_the_look_not_the_labels(demos):
     """augment=strong: the background (depth at the far plane) one random colour per image, the brightness
     changed, the demonstrated pixels where they were (no shift asked)."""
@@ -375,16 +431,7 @@ def test_text_dropout_leaves_words_out_of_training_samples_only(demos):
 
 
 def _accelerate(*args: str, processes: int = 2, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``accelerate launch --multi_gpu --num_processes N -m hrl.vla ARGS``: the GPU command; on this CPU machine
-    accelerate runs the processes on the CPU (gloo), as on GPUs but slower."""
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", f"--num_processes={processes}"]
-    return subprocess.run(
-        [*launch, "--num_machines=1", "--mixed_precision=no", "--dynamo_backend=no", "-m", "hrl.vla", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+    return accelerate_launch("hrl.vla", *args, processes=processes, cwd=cwd)
 
 
 def test_imitation_runs_data_parallel_under_accelerate_launch(demos, tmp_path):
@@ -467,6 +514,13 @@ def test_hrl_vla_command_line_refuses_bad_values(tmp_path):
     assert r.returncode == 2 and "hydra.run.dir=runs/vla/mine to choose it" in r.stderr, r.stderr
     r = run("stage=rl", "init_model=x.pt", "rl_backends=[mujoco,gazebo]")
     assert r.returncode == 2 and "unknown backend 'gazebo' in rl_backends" in r.stderr, r.stderr
+    r = run("stage=bc", "train_data=[a.hdf5]", "+planner_params.consult=llm_goals")
+    assert r.returncode == 2 and "planner_params is stage=val's" in r.stderr, r.stderr
+    r = run("stage=val", "init_model=x.pt", "+planner_params.consult_wieght=2")
+    assert r.returncode == 2 and "planner_params: unknown ['consult_wieght']" in r.stderr, r.stderr
+    assert "consult_weight" in r.stderr
+    r = run("stage=val", "init_model=x.pt", "+planner_params.model=y.pt")
+    assert r.returncode == 2 and "give the model there" in r.stderr, r.stderr
     r = subprocess.run(
         [sys.executable, "-m", "hrl.vla", f"resume={tmp_path}/none"], capture_output=True, text=True, timeout=60
     )
@@ -595,7 +649,7 @@ def test_val_episodes_run_the_network_once_per_decision_and_name_as_the_planner_
     forward, calls, named = planner.forward, [], []
     name_step = planner.name_step
     planner.forward = lambda *a: calls.append(a[0]) or forward(*a)
-    planner.name_step = lambda pl, ql, image, view: named.append((pl, ql)) or name_step(pl, ql, image, view)
+    planner.name_step = lambda pl, ql, image, view, *a: named.append((pl, ql)) or name_step(pl, ql, image, view, *a)
     env = make_env("blocks", backend="mujoco")
     try:
         steps, _, _ = run_episode(
