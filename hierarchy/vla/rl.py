@@ -280,10 +280,10 @@ def validate_episodes(
                 ok = []
                 for i, task in enumerate(tasks):
                     layout = stage_layout_seed("val", seed, si, i)
-                    ok.append(run_episode(planner, env, task, layout, rng, cfg, domain, sample=False)[2])
+                    ok.append(bool(run_episode(planner, env, task, layout, rng, cfg, domain, sample=False)[2]))
                     by_category.setdefault(task.category, []).append(ok[-1])
                     rows.append({"scene": scene, "index": i, "category": task.category, "text": task.text})
-                    rows[-1]["success"] = bool(ok[-1])
+                    rows[-1]["success"] = ok[-1]
                     bar.update(1)
             finally:
                 env.close()
