@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hrl.ros.domains import acquire_domain
-from hrl.ros.runner import NodeProcesses, spin_until  # noqa: F401  (the tests import spin_until from here)
+from hrl.ros.runner import NodeProcesses, spin_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,3 +70,27 @@ def sched_fifo_allowed() -> bool:
     import resource
 
     return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_RTPRIO)[0] >= 1
+
+
+def status_handshake(node, goal_writer, status, timeout_s=30.0):
+    """Wait until a /task_status of the planner node has reached this test; False if none does in ``timeout_s``.
+    A reader that counts the node's writer as matched may not yet be matched by it, and a volatile status sent
+    before that is lost: a third fresh-clone CI run (2026-12-07, after 6456b3c) lost the first "planning: ..." so.
+    A goal in a frame the node refuses is answered at once with a failure and starts nothing; it is sent each
+    second until an answer comes back, then the answers still in flight are let arrive and ``status`` is
+    emptied."""
+    from geometry_msgs.msg import PoseStamped
+
+    refused = PoseStamped()
+    refused.header.frame_id = "handshake"
+    refused.pose.orientation.w = 1.0
+    answered = lambda: any("in frame 'handshake'" in s for s in status)  # noqa: E731
+    deadline = time.monotonic() + timeout_s
+    while not answered():
+        if time.monotonic() > deadline:
+            return False
+        goal_writer.publish(refused)
+        spin_until(node, answered, 1.0)
+    spin_until(node, lambda: False, 1.5)
+    status.clear()
+    return True

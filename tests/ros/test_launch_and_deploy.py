@@ -11,14 +11,14 @@ import tomllib
 
 import pytest
 import yaml
-from geometry_msgs.msg import Twist
+from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
 from std_msgs.msg import String
 
 from hrl.deploy import GRAPHS, NODES, DeployConfig, node_parameters
 from hrl.deploy import main as deploy_main
 from hrl.ros.planner_node import is_final
-from tests.ros.conftest import ROOT, spin_until
+from tests.ros.conftest import ROOT, spin_until, status_handshake
 
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
 
@@ -132,6 +132,9 @@ def test_hrl_deploy_runs_a_task_on_the_simulated_rover(tmp_path, ros_domain, rcl
     try:  # our /task writer and its /task_status writer matched: the first, volatile 'planning' status is not lost
         matched = lambda: pub.get_subscription_count() > 0 and said.get_publisher_count() > 0  # noqa: E731
         assert spin_until(node, lambda: odom and matched(), 120)
+        goals = node.create_publisher(PoseStamped, "/goal_pose", 10)
+        assert spin_until(node, lambda: goals.get_subscription_count() > 0, 60)
+        assert status_handshake(node, goals, status), status  # the node's statuses reach us from now on
         assert spin_until(node, lambda: node.count_subscribers("/subgoal") > 0, 60)
         pub.publish(String(data="fridge"))
         assert spin_until(node, lambda: any(map(is_final, status)), 90)

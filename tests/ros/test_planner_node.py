@@ -13,7 +13,7 @@ from std_msgs.msg import Empty, String
 from hrl.ros.qos import profile
 from sim.world import load_world
 from tests.llm_planner.servers import ScriptedServer
-from tests.ros.conftest import spin_until
+from tests.ros.conftest import spin_until, status_handshake
 
 WORLD = load_world("apartment")
 KITCHEN = WORLD.starts["kitchen"]
@@ -50,6 +50,7 @@ class PlannerView:
         heard = lambda: self.task.get_subscription_count() and self.goal.get_subscription_count()  # noqa: E731
         said = lambda: all(r.get_publisher_count() for r in readers)  # noqa: E731
         assert spin_until(node, lambda: heard() and said(), 120), self.log()
+        assert status_handshake(node, self.goal, self.status), (self.status, self.log())
 
     def log(self):
         return self.processes.log(self.proc)
