@@ -278,10 +278,13 @@ def configured_planner(name: str) -> tuple[str, dict[str, Any]]:
 def planner_arguments(name: str, given: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """:func:`configured_planner` with ``given`` over it, key by key (a ROS node's planner_params_file); a given
     ``backend`` comes with its own ``backend_params`` (none given: that backend's defaults), never another
-    backend's."""
+    backend's; ``backend_params`` given without a ``backend`` go over the configured backend's key by key (say
+    ``n_threads`` and keep its model and adapter)."""
     registered, params = configured_planner(name)
     if "backend" in given:
         params.pop("backend_params", None)
+    elif isinstance(given.get("backend_params"), dict) and isinstance(params.get("backend_params"), dict):
+        given = {**given, "backend_params": {**params["backend_params"], **given["backend_params"]}}
     return registered, {**params, **given}
 
 

@@ -103,14 +103,15 @@ class VLAConfig:
                 raise ValueError(f"episodes must be >= 1, got {self.episodes}")
             if "model" in self.planner_params:
                 raise ValueError("planner_params.model: stage=val scores init_model=<model.pt>; give the model there")
-            import inspect
+            if self.planner_params:
+                import inspect
 
-            from hierarchy.vla.planner import VLAPlanner
+                from hierarchy.vla.planner import VLAPlanner
 
-            known = [k for k in inspect.signature(VLAPlanner).parameters if k != "model"]
-            unknown = sorted(set(self.planner_params) - set(known))
-            if unknown:
-                raise ValueError(f"planner_params: unknown {unknown}; the VLA planner takes {', '.join(known)}")
+                known = [k for k in inspect.signature(VLAPlanner).parameters if k != "model"]
+                unknown = sorted(set(self.planner_params) - set(known))
+                if unknown:
+                    raise ValueError(f"planner_params: unknown {unknown}; the VLA planner takes {', '.join(known)}")
         if self.planner_params and self.stage != "val":
             raise ValueError(
                 f"planner_params is stage=val's (the VLA planner's settings to validate); stage={self.stage} ignores it"

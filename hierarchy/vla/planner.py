@@ -332,8 +332,8 @@ def _best_thing(
 
 
 def _consulted(name: str, decode: str, params: dict[str, Any]) -> Any:
-    """The language planner ``consult`` names, built as ``planner=<name>`` configures it, ``params`` over it key by
-    key (``backend_params`` too, unless ``params`` names another ``backend``)."""
+    """The language planner ``consult`` names, built as ``planner=<name>`` configures it with ``params`` over it
+    (:func:`hrl.eval.planner_arguments`)."""
     from hrl.eval import planner_arguments
     from llm_planner.base import planner_class
 
@@ -342,9 +342,6 @@ def _consulted(name: str, decode: str, params: dict[str, Any]) -> Any:
     if name == "vla":
         raise ValueError("consult names the planner the VLA consults; it cannot be vla itself (try llm_goals)")
     registered, kwargs = planner_arguments(name, params)
-    if "backend" not in params and isinstance(params.get("backend_params"), dict):
-        configured = planner_arguments(name, {})[1].get("backend_params", {})
-        kwargs["backend_params"] = {**configured, **params["backend_params"]}
     cls = planner_class(registered)
     stepwise = getattr(cls, "stepwise", False)
     if "tabletop" not in getattr(cls, "domains", ()) or stepwise:

@@ -173,7 +173,8 @@ def run_episode(
     if consult:
         planner.reset()
     for _ in range(len(task.goals) + 2):
-        hint = planner.hint(task, domain.observe(env)) if consult else (None, None)
+        view = domain.observe(env) if consult else None  # the scene the hint is read against, and named in
+        hint = planner.hint(task, view) if consult else (None, None)
         image, proprio = observe(env, planner.size)
         if sample and cfg.augment == "strong":
             from hierarchy.vla.train import strong_look
@@ -188,7 +189,8 @@ def run_episode(
         if done:
             said_done = ended = True
             break
-        view = domain.observe(env)
+        if view is None:
+            view = domain.observe(env)
         try:
             if sample or planner.decode == "cell":
                 obj = planner._pick_name(image.lift(*cell_pixel(pick, half)), view)
@@ -280,10 +282,12 @@ def validate_episodes(
                 ok = []
                 for i, task in enumerate(tasks):
                     layout = stage_layout_seed("val", seed, si, i)
-                    ok.append(bool(run_episode(planner, env, task, layout, rng, cfg, domain, sample=False)[2]))
-                    by_category.setdefault(task.category, []).append(ok[-1])
-                    rows.append({"scene": scene, "index": i, "category": task.category, "text": task.text})
-                    rows[-1]["success"] = ok[-1]
+                    won = bool(run_episode(planner, env, task, layout, rng, cfg, domain, sample=False)[2])
+                    ok.append(won)
+                    by_category.setdefault(task.category, []).append(won)
+                    rows.append(
+                        {"scene": scene, "index": i, "category": task.category, "text": task.text, "success": won}
+                    )
                     bar.update(1)
             finally:
                 env.close()

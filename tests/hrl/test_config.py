@@ -218,7 +218,8 @@ def test_llm_planner_configs_compose_with_a_backend_group():
 def test_the_default_llm_planner_gives_its_backend_up_whole_and_a_ros_params_file_goes_over_it():
     """planner=llm_goals carries Gemma + the shipped adapter in its backend group: planner/backend=openai
     replaces the group, never an OpenAI backend with model=gemma3 and a lora_path. A ROS node's params file
-    goes over the config key by key; a backend it names comes with its own backend_params."""
+    goes over the config key by key; a backend it names comes with its own backend_params, and backend_params
+    alone go over the configured backend's."""
     from hrl.eval import planner_arguments
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
@@ -236,6 +237,9 @@ def test_the_default_llm_planner_gives_its_backend_up_whole_and_a_ros_params_fil
     assert name == "llm_goals" and params["backend"] == "openai" and params["backend_params"] == {"model": "m"}
     assert params["cache"] is False and (params["reading"], params["robot_place"]) == ("names", True)
     assert "backend_params" not in planner_arguments("llm_goals", {"backend": "openai"})[1]
+    # backend_params without a backend go over the configured backend's: the adapter stays
+    threads = planner_arguments("llm_goals", {"backend_params": {"n_threads": 2}})[1]["backend_params"]
+    assert threads["n_threads"] == 2 and threads["lora_path"] == "shipped:gemma3_sft" and threads["model"] == "gemma3"
     name, params = planner_arguments("llm_goals_untrained", {})  # a config name runs its registered planner
     assert name == "llm_goals" and params["reading"] == "spans" and params["backend_params"]["lora_path"] is None
     assert planner_arguments("graph", {"spacing": 1.5})[1] == {"spacing": 1.5, "goal_tolerance": 0.3}
