@@ -396,7 +396,7 @@ def test_vla_benchmark_runs_a_planner_other_than_the_vla(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     figures = json.loads(r.stdout.strip().splitlines()[-1])
     assert figures["cells"]["symbolic/mujoco/all"]["episodes"] == 6
-    assert figures["cells"]["symbolic/mujoco/all"]["success_rate"] >= 5 / 6
+    assert figures["cells"]["symbolic/mujoco/all"]["success_rate"] * 6 >= 5 - 1e-3  # 5 of 6 (the rate is rounded)
 
 
 def test_vla_benchmark_pairs_the_vla_with_a_consulting_candidate(tmp_path):
@@ -413,6 +413,6 @@ def test_vla_benchmark_pairs_the_vla_with_a_consulting_candidate(tmp_path):
     figures = json.loads(r.stdout.strip().splitlines()[-1])
     assert figures["candidate_params"] == {"consult": "symbolic", "consult_weight": 10000}
     assert figures["cells"]["vla_candidate/mujoco/all"]["episodes"] == 6
-    assert figures["cells"]["vla_candidate/mujoco/all"]["success_rate"] >= 5 / 6
+    assert figures["cells"]["vla_candidate/mujoco/all"]["success_rate"] * 6 >= 5 - 1e-3  # 5 of 6 (rate rounded)
     pair = figures["candidate_paired_mujoco"]
     assert pair["episodes"] == 6 and pair["only_model"] + pair["only_candidate"] <= 6
