@@ -87,7 +87,7 @@ def cell(policy: GoalPolicy, map_name: str, backend: str, effects: str, episodes
     env.close()
     successes = [e for e in summary.per_episode if e.success]
     # The shortest path to success ends on the success circle: ratio 1.0 is a straight drive to it.
-    radius = policy.env_config.success_radius
+    radius = policy.env_config.argument("success_radius")
     ratios = [e.path_length / (e.initial_distance - radius) for e in successes if e.initial_distance > radius]
     k = len(successes)
     return {

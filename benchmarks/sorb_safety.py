@@ -89,7 +89,7 @@ def main() -> None:
                 f"failures {s.get('failure_reasons', {})}",
                 flush=True,
             )
-    execution = f"{args.backend or policy.env_config.backend}, effects {args.effects}"
+    execution = f"{args.backend or policy.env_config.engine()}, effects {args.effects}"
     table = markdown_table(summaries)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -120,7 +120,7 @@ def sb3_defaults_model(config: TrainConfig) -> Any:
         "MultiInputPolicy",
         env,
         replay_buffer_class=HerReplayBuffer,
-        learning_starts=config.env.max_steps + 1,
+        learning_starts=config.env.argument("max_steps") + 1,
         seed=config.seed,
         device="cpu",
         verbose=0,
@@ -184,7 +184,7 @@ def main() -> None:
     figures: dict[str, Any] = {
         "quick": args.quick,
         "target_success": TARGET,
-        "env": f"{config.env.map}, local goals <= {config.env.local_goal_radius} m",
+        "env": f"{config.env.argument('map')}, local goals <= {config.env.argument('local_goal_radius')} m",
     }
     proj_model = build_model(config, make_training_env(config, seed=config.seed), tensorboard_log=None)
     figures["project"] = run("project", proj_model, env_kwargs, every, episodes, budget, config.torch_threads)

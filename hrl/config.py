@@ -80,46 +80,44 @@ class EnvConfig:
     """The env to train or evaluate on: any registered Gymnasium goal env (see docs/training.md).
 
     ``id`` names it; ``packages`` are imported first (they register their envs, as RL Zoo's
-    ``--gym-packages``); ``kwargs`` go to ``gym.make`` for every id. The other fields are the arguments of
-    the rover's ``hrl/RoverNav-*`` (docs/environment.md): they reach only the ids of an :class:`EnvFamily`
-    that reads them, never another env; ``kwargs`` override or add to them.
+    ``--gym-packages``); ``kwargs`` are its ``gym.make`` arguments: for our envs too (the rover's map, goal mode,
+    step budget, ...: docs/environment.md; the tabletop's scene, goal mode, ...: docs/tabletop.md), checked
+    against the env's own signature. ``backend`` and ``wrappers`` are what both our embodiments share (the
+    physics engine; the sim-to-real wrappers): they reach only the ids of an :class:`EnvFamily` that reads
+    them, never another env.
     """
 
     id: str = "hrl/RoverNav-v0"
     packages: list[str] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
-    map: str = "open"
-    backend: str = "mujoco"
-    goal_mode: str = "local"
-    local_goal_radius: float = 2.0
-    success_radius: float = 0.25
-    control_hz: float = 10.0
-    physics_dt: float = 0.01
-    max_steps: int = 100
-    reward_type: str = "sparse"
-    collision_penalty: float = 0.0
+    #: The physics engine (``mujoco`` | ``pybullet``) of a family that has one; None: the env's default.
+    backend: str | None = None
     #: Sim-to-real wrappers, innermost first: names or {name: ..., <param>: ...} (sim/wrappers.py).
     wrappers: list[Any] = field(default_factory=list)
 
     def validate(self) -> None:
         from sim.wrappers import parse_wrapper_specs
 
-        _positive("env", "max_steps", self.max_steps, integer=True)
         try:
             parse_wrapper_specs(self.wrappers)
         except ValueError as err:
             raise ValueError(f"env.{err}") from None
-        for name in ("local_goal_radius", "success_radius", "control_hz", "physics_dt"):
-            _positive("env", name, getattr(self, name))
         if not isinstance(self.kwargs, dict) or not all(isinstance(k, str) for k in self.kwargs):
             raise ValueError(f"env.kwargs must map argument names to values, got {self.kwargs!r}")
         family = self.family()
-        if self.wrappers and (family is None or "wrappers" not in family.reads):
-            takes = " | ".join(f.pattern for f in ENV_FAMILIES if "wrappers" in f.reads)
+        for name in ("backend", "wrappers"):
+            if getattr(self, name) and (family is None or name not in family.reads):
+                takes = " | ".join(f.pattern for f in ENV_FAMILIES if name in f.reads)
+                raise ValueError(
+                    f"env.{name} is an argument of {takes}, not of env.id={self.id}; "
+                    f"give its own {name} in env.kwargs, if it takes any"
+                )
+        if self.backend is not None and "backend" in self.kwargs and self.kwargs["backend"] != self.backend:
             raise ValueError(
-                f"env.wrappers are an argument of {takes}, not of env.id={self.id}; "
-                "give its own wrappers in env.kwargs, if it takes any"
+                f"env.backend={self.backend} and env.kwargs.backend={self.kwargs['backend']} disagree: give one of them"
             )
+        if family is not None:
+            family.check_kwargs(self)
         self.import_packages()
         import gymnasium as gym
 
@@ -134,7 +132,7 @@ class EnvConfig:
                 else "name the package that registers it in env.packages=[...]"
             )
             raise ValueError(f"env.id={self.id!r} is not a registered Gymnasium env ({where}){hint}")
-        # The env validates the rest (map name, goal mode, ...) with messages that list the options.
+        # The env validates the values (map name, goal mode, ...) with messages that list the options.
 
     def family(self) -> EnvFamily | None:
         """The :class:`EnvFamily` of ``id``; None for an env that gets ``kwargs`` only."""
@@ -163,6 +161,17 @@ class EnvConfig:
         kwargs = family.arguments(self, robot) if family is not None else {}
         return kwargs | dict(self.kwargs)
 
+    def argument(self, name: str, robot: RobotConfig | None = None) -> Any:
+        """The value the env gets for its argument ``name``: given (``make_kwargs``) or its signature's default
+        (a family env only; a KeyError for an argument neither gives)."""
+        family = self.family()
+        given = self.make_kwargs(robot or RobotConfig())
+        if name in given:
+            return given[name]
+        if family is not None and name in family.defaults():
+            return family.defaults()[name]
+        raise KeyError(f"env.id={self.id} has no argument {name!r}")
+
     def make_env(self, robot: RobotConfig, **extra: Any) -> Any:
         """``gym.make(self.id, **self.make_kwargs(robot), **extra)`` after importing ``packages``
         (``extra``: e.g. ``render_mode``). Picklable as a bound method, so subprocess vector envs use it."""
@@ -172,11 +181,14 @@ class EnvConfig:
         return gym.make(self.id, **(self.make_kwargs(robot) | extra))
 
     def episode_steps(self, robot: RobotConfig) -> int | None:
-        """The episode length: the family's own (the rover's ``max_steps``), else the ``max_episode_steps``
-        given in ``kwargs`` or registered with the id (its TimeLimit); None if neither sets one."""
+        """The episode length: a family env's own (its ``max_steps`` argument, given or its default), else the
+        ``max_episode_steps`` given in ``kwargs`` or registered with the id (its TimeLimit); None if neither
+        sets one."""
         family = self.family()
+        if family is not None and family.episode_steps is not None:
+            return int(family.episode_steps(family.defaults() | self.make_kwargs(robot)))
         if family is not None:
-            return family.episode_steps(self.make_kwargs(robot))
+            return int(self.argument("max_steps", robot))
         if self.kwargs.get("max_episode_steps") is not None:
             return int(self.kwargs["max_episode_steps"])
         import gymnasium as gym
@@ -189,27 +201,75 @@ class EnvConfig:
         family = self.family()
         return family.describe(self) if family is not None else self.id
 
+    def engine(self) -> str:
+        """The physics engine a family env runs in: ``backend``, else ``kwargs.backend``, else the env's default."""
+        return str(self.backend or self.argument("backend"))
+
+
+#: The rover's arguments that were fields of :class:`EnvConfig` until 2026-12-08 (they are ``env.kwargs`` now).
+#: A config saved before (a ``.policy.yaml``, a run's ``.hydra/config.yaml``, a checkpoint's fingerprint) is read
+#: through :func:`migrate_env_dict`; a command line that still names one gets the new key (``moved_env_keys``).
+LEGACY_ENV_FIELDS = (
+    *("map", "goal_mode", "local_goal_radius", "success_radius", "control_hz", "physics_dt", "max_steps"),
+    *("reward_type", "collision_penalty"),
+)
+
+
+def migrate_env_dict(env: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved ``env`` config in the current layout. One saved before 2026-12-08 carried the rover's arguments
+    as fields (:data:`LEGACY_ENV_FIELDS`) and ``backend`` for every env: for the rover they become its
+    ``kwargs`` (the old ``kwargs`` still over them, as they were merged); for any other env they never reached
+    it (nor did ``backend``), so they are dropped. A config in the current layout comes back unchanged."""
+    out = dict(env)
+    legacy = {name: out.pop(name) for name in LEGACY_ENV_FIELDS if name in out}
+    if not legacy:
+        return out
+    family = env_family(str(out.get("id", EnvConfig.id)))
+    if family is not None and family.legacy_fields:
+        out["kwargs"] = legacy | dict(out.get("kwargs") or {})
+    else:
+        out.pop("backend", None)
+    return out
+
+
+def moved_env_keys(args: list[str]) -> list[str]:
+    """For each command-line override of a key that moved into ``env.kwargs`` (``env.map=apartment``), the
+    message naming the new one (``env.kwargs.map=apartment``)."""
+    moved = []
+    for arg in args:
+        key, sep, value = arg.lstrip("+~").partition("=")
+        if key.startswith("env.") and key[4:] in LEGACY_ENV_FIELDS:
+            name = key[4:]
+            moved.append(f"{key} is env.kwargs.{name} now (the env's own argument): env.kwargs.{name}{sep}{value}")
+    return moved
+
 
 @dataclass(frozen=True)
 class EnvFamily:
-    """Env ids that take arguments from :class:`EnvConfig`'s own fields, and what training may assume of them.
+    """Env ids of ours that take arguments from :class:`EnvConfig`'s shared fields, and what training may
+    assume of them.
 
     Any other registered Gymnasium env gets exactly ``env.kwargs``, plain features (``flat``), no curriculum,
     and its registered ``max_episode_steps``. A new env of ours either takes its arguments from ``env.kwargs``
-    (nothing to register, if it is registered with ``max_episode_steps``) or registers a family, as the
-    tabletop's below (its arguments from ``env.kwargs``, its episode length its own ``max_steps``).
+    (nothing to register, if it is registered with ``max_episode_steps``) or registers a family, as the rover's
+    and the tabletop's in :mod:`hrl.families`: its ``kwargs`` are then checked against its class's signature, and
+    its episode length is its own ``max_steps`` argument.
     """
 
     #: fnmatch pattern of the env ids, e.g. ``"hrl/RoverNav-*"``.
     pattern: str
-    #: ``gym.make`` keyword arguments from the env and robot configs (``env.kwargs`` are merged over them).
+    #: ``gym.make`` keyword arguments from the shared fields and the robot config (``env.kwargs`` go over them).
     arguments: Callable[[EnvConfig, RobotConfig], dict[str, Any]]
-    #: The episode length from the final ``gym.make`` arguments.
-    episode_steps: Callable[[dict[str, Any]], int]
-    #: The config key of that length, named by errors (e.g. ``env.max_steps``).
-    episode_steps_key: str
-    #: The EnvConfig fields ``arguments`` reads, and ``"robot"`` if it reads the robot config: ``hrl-train``
-    #: refuses an override of any other (it would be silently ignored).
+    #: ``module:Class`` of the env: its ``__init__`` signature gives the arguments ``env.kwargs`` may give (an
+    #: unknown one is refused) and their defaults (:meth:`EnvConfig.argument`); None: neither is checked.
+    env_class: str | None = None
+    #: The episode length from the env's arguments (given or default); None: its ``max_steps`` argument (the
+    #: env truncates episodes itself, no TimeLimit).
+    episode_steps: Callable[[dict[str, Any]], int] | None = None
+    #: The config key of that length, named by errors.
+    episode_steps_key: str = "env.kwargs.max_steps"
+    #: The shared EnvConfig fields ``arguments`` reads (``backend``, ``wrappers``), and ``"robot"`` if it reads
+    #: the robot config: ``hrl-train`` refuses an override of any other (it would be silently ignored).
     reads: tuple[str, ...] = ()
     #: Feature extractors (algorithms.FEATURES) that read its observation layout, besides the generic ones.
     features: tuple[str, ...] = ()
@@ -217,6 +277,43 @@ class EnvFamily:
     curriculum: bool = False
     #: A short name of a config's env for titles and logs.
     describe: Callable[[EnvConfig], str] = lambda env: env.id
+    #: Whether a config saved before 2026-12-08 gave it :data:`LEGACY_ENV_FIELDS` (the rover's did).
+    legacy_fields: bool = False
+    #: Arguments ``arguments`` gives besides the env class's own (e.g. ``wrappers``, taken by the entry point).
+    extra_arguments: tuple[str, ...] = ("wrappers",)
+
+    def signature(self) -> Any:
+        import inspect
+
+        module, _, name = str(self.env_class).partition(":")
+        return inspect.signature(getattr(importlib.import_module(module), name))
+
+    def defaults(self) -> dict[str, Any]:
+        """The env class's keyword arguments and their defaults (none without ``env_class``)."""
+        if self.env_class is None:
+            return {}
+        return {
+            n: p.default for n, p in self.signature().parameters.items() if p.default is not p.empty and n != "self"
+        }
+
+    def check_kwargs(self, env: EnvConfig) -> None:
+        """Refuse an ``env.kwargs`` key the env does not take (it would be a TypeError deep in ``gym.make``),
+        naming the ones it does."""
+        if self.env_class is None:
+            return
+        accepted = set(self.signature().parameters) - {"self"} | set(self.extra_arguments)
+        unknown = sorted(set(env.kwargs) - accepted)
+        if unknown:
+            import difflib
+
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, sorted(accepted), n=1)
+                hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+            raise ValueError(
+                f"env.kwargs: {', '.join(hints)} not an argument of env.id={env.id}; it takes "
+                f"{', '.join(sorted(accepted - {'render_mode'}))}"
+            )
 
 
 ENV_FAMILIES: list[EnvFamily] = []
@@ -237,74 +334,6 @@ def env_family(env_id: str) -> EnvFamily | None:
 
 def _family_ids() -> str:
     return " | ".join(f.pattern for f in ENV_FAMILIES)
-
-
-def rover_arguments(env: EnvConfig, robot: RobotConfig) -> dict[str, Any]:
-    """``hrl/RoverNav-*``'s arguments: the rover fields of ``env`` and the lidar overrides of ``robot``."""
-    kwargs: dict[str, Any] = {
-        "map": env.map,
-        "robot": robot.name,
-        "backend": env.backend,
-        "goal_mode": env.goal_mode,
-        "local_goal_radius": env.local_goal_radius,
-        "success_radius": env.success_radius,
-        "control_hz": env.control_hz,
-        "physics_dt": env.physics_dt,
-        "max_steps": env.max_steps,
-        "reward_type": env.reward_type,
-        "collision_penalty": env.collision_penalty,
-    }
-    if env.wrappers:
-        kwargs["wrappers"] = plain_wrapper_specs(env.wrappers)
-    for name in ("lidar_rays", "lidar_fov_deg", "lidar_max_range"):
-        if getattr(robot, name) is not None:
-            kwargs[name] = getattr(robot, name)
-    return kwargs
-
-
-register_env_family(
-    EnvFamily(
-        pattern="hrl/RoverNav-*",
-        arguments=rover_arguments,
-        episode_steps=lambda kwargs: int(kwargs["max_steps"]),
-        episode_steps_key="env.max_steps",
-        reads=(
-            *("map", "backend", "goal_mode", "local_goal_radius", "success_radius", "control_hz", "physics_dt"),
-            *("max_steps", "reward_type", "collision_penalty", "wrappers", "robot"),
-        ),
-        features=("goal_frame",),
-        curriculum=True,
-        describe=lambda env: env.map,
-    )
-)
-
-
-def _tabletop_arguments(env: EnvConfig, robot: RobotConfig) -> dict[str, Any]:
-    """``hrl/PandaTabletop-*``'s arguments come from ``env.kwargs`` (scene, backend, goal_mode, max_steps, ...),
-    and its sim-to-real wrappers from ``env.wrappers``; none of the rover's fields."""
-    return {"wrappers": plain_wrapper_specs(env.wrappers)} if env.wrappers else {}
-
-
-def _tabletop_episode_steps(kwargs: dict[str, Any]) -> int:
-    """The tabletop's ``max_steps`` argument, else its default (it truncates episodes itself, no TimeLimit)."""
-    if "max_steps" in kwargs:
-        return int(kwargs["max_steps"])
-    import inspect
-
-    from sim.tabletop.env import PandaTabletopEnv
-
-    return int(inspect.signature(PandaTabletopEnv).parameters["max_steps"].default)
-
-
-register_env_family(
-    EnvFamily(
-        pattern="hrl/PandaTabletop-*",
-        arguments=_tabletop_arguments,
-        episode_steps=_tabletop_episode_steps,
-        episode_steps_key="env.kwargs.max_steps",
-        reads=("wrappers",),
-    )
-)
 
 
 def plain_wrapper_specs(wrappers: list[Any]) -> list[Any]:
@@ -411,7 +440,7 @@ class CheckpointConfig:
 
 @dataclass
 class CurriculumConfig:
-    """Grow the local goal radius from ``start_radius`` to ``env.local_goal_radius`` by ``growth``
+    """Grow the local goal radius from ``start_radius`` to ``env.kwargs.local_goal_radius`` by ``growth``
     whenever the success rate of the last ``window`` training episodes reaches ``threshold``."""
 
     enabled: bool = False
@@ -429,22 +458,24 @@ class CurriculumConfig:
                 f"curriculum grows the local goal radius of {_family_ids()}; env.id={env.id} has none: "
                 "set curriculum.enabled=false"
             )
-        if env.goal_mode != "local":
-            raise ValueError(f"curriculum needs env.goal_mode=local, got {env.goal_mode!r}")
+        goal_mode, radius = env.argument("goal_mode"), env.argument("local_goal_radius")
+        success_radius = env.argument("success_radius")
+        if goal_mode != "local":
+            raise ValueError(f"curriculum needs env.kwargs.goal_mode=local, got {goal_mode!r}")
         _positive("curriculum", "start_radius", self.start_radius)
         _positive("curriculum", "window", self.window, integer=True)
         if self.growth <= 1.0:
             raise ValueError(f"curriculum.growth must be > 1, got {self.growth}")
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"curriculum.threshold must be in (0, 1], got {self.threshold}")
-        if self.start_radius > env.local_goal_radius:
+        if self.start_radius > radius:
             raise ValueError(
-                f"curriculum.start_radius ({self.start_radius}) exceeds env.local_goal_radius ({env.local_goal_radius})"
+                f"curriculum.start_radius ({self.start_radius}) exceeds env.kwargs.local_goal_radius ({radius})"
             )
-        if self.start_radius <= 2 * env.success_radius:
+        if self.start_radius <= 2 * success_radius:
             raise ValueError(
                 f"curriculum.start_radius ({self.start_radius}) must exceed twice "
-                f"env.success_radius ({env.success_radius})"
+                f"env.kwargs.success_radius ({success_radius})"
             )
 
 
@@ -537,12 +568,18 @@ class TrainConfig:
         """What a checkpoint must agree with to be resumed: the env, robot and algorithm."""
         from dataclasses import asdict
 
-        env = asdict(self.env)
-        # Checkpoints from before env.packages/env.kwargs existed have neither: empty ones do not count.
-        for name in ("packages", "kwargs"):
-            if not env[name]:
-                del env[name]
-        return {"env": env, "robot": asdict(self.robot), "algo": asdict(self.algo)}
+        return {"env": fingerprint_env(asdict(self.env)), "robot": asdict(self.robot), "algo": asdict(self.algo)}
+
+
+def fingerprint_env(env: Mapping[str, Any]) -> dict[str, Any]:
+    """An env config as a checkpoint's fingerprint holds it, whenever it was saved: in the current layout
+    (:func:`migrate_env_dict`), without the empty fields older checkpoints did not have (``packages``,
+    ``kwargs``; an unset ``backend``)."""
+    out = migrate_env_dict(env)
+    for name in ("packages", "kwargs", "backend"):
+        if name in out and not out[name]:
+            del out[name]
+    return out
 
 
 @dataclass
@@ -649,3 +686,6 @@ class BenchmarkConfig:
             raise ValueError(
                 f"layouts={self.layouts} applies to tabletop suites; a rover task has one start: layouts=1"
             )
+
+
+from hrl import families as _families  # noqa: E402, F401  (registers the rover's and the tabletop's env families)

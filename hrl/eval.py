@@ -45,8 +45,9 @@ from hrl.train import open_env_kwargs, register_schemas
 IGNORED_WITH_A_TASK = {
     "env": "a suite runs in the policy's own training env on the suite's map; of env, only env.backend and "
     "env.wrappers (env/wrappers=...) apply",
-    "env.map": "the map is the task suite's (task.map); choose a suite on that map or write one in configs/task/",
-    "env.max_steps": "the step budget is the suite's: set task.max_episode_steps=N",
+    "env.kwargs.map": "the map is the task suite's (task.map); choose a suite on that map or write one in "
+    "configs/task/",
+    "env.kwargs.max_steps": "the step budget is the suite's: set task.max_episode_steps=N",
     "robot": "the robot is the policy's own (its .policy.yaml)",
     "seed": "use seeds=[...] (the suite is run once per seed)",
     "episodes": "use tasks=N (the first N tasks of the suite, run once per seed)",
@@ -61,7 +62,7 @@ READ_WITH_A_TASK = ("env.backend", "env.wrappers", "env/wrappers")
 IGNORED_WITH_A_TABLETOP_TASK = {
     **IGNORED_WITH_A_TASK,
     "env": "a tabletop suite runs in its own scene (task.scene); of env, only env.backend applies",
-    "env.map": "a tabletop suite runs in its own scene (task.scene), not on a map",
+    "env.kwargs.map": "a tabletop suite runs in its own scene (task.scene), not on a map",
     "env.wrappers": "the sim-to-real wrappers are the rover's; a tabletop suite runs without them",
     "env/wrappers": "the sim-to-real wrappers are the rover's; a tabletop suite runs without them",
     "policy": "a tabletop suite runs the shipped Panda skills (hierarchy/tabletop.py, SKILLS), not one policy",
@@ -76,10 +77,10 @@ def fail(message: str) -> NoReturn:
     cli_fail("hrl-eval", message)
 
 
-def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
+def run_evaluation(config: EvalRunConfig, out_dir: Path, given_kwargs: set[str] | None = None) -> dict:
     """Evaluate ``config.policy`` on ``config.env`` (a policy trained on a foreign env such as PandaReach-v3:
-    on its own env from its .policy.yaml, unless env.id names another foreign one); returns the summary
-    written to summary.json."""
+    on its own env from its .policy.yaml with the ``env.kwargs`` named in ``given_kwargs``, None: all, unless
+    env.id names another foreign one); returns the summary written to summary.json."""
     from hrl.evaluation import evaluate, video_fps
     from hrl.policy import GoalPolicy
     from hrl.video import write_video
@@ -87,7 +88,7 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
     config.validate()
     policy = GoalPolicy.load(config.policy)
     robot = config.robot.apply(policy.robot_config)
-    env_config = eval_env_config(config.env, policy.env_config)
+    env_config = eval_env_config(config.env, policy.env_config, given_kwargs)
     kwargs = env_config.make_kwargs(robot)
     # render_mode only when recording: some envs refuse render_mode=None (panda-gym renders rgb_array by default)
     env = env_config.make_env(robot, **({"render_mode": "rgb_array"} if config.video_episodes else {}))
@@ -129,14 +130,30 @@ def run_evaluation(config: EvalRunConfig, out_dir: Path) -> dict:
     return doc
 
 
-def eval_env_config(env: EnvConfig, trained_on: EnvConfig) -> EnvConfig:
+def eval_env_config(env: EnvConfig, trained_on: EnvConfig, given: set[str] | None = None) -> EnvConfig:
     """The env of goal reaching: ``env``, except for a policy trained on another kind of env (a foreign one,
     or another family's, e.g. the tabletop's) while ``env.id`` is the default (the rover's): then its own
-    training env, with ``env.kwargs`` (e.g. ``env.kwargs.backend=pybullet``) and ``env.wrappers`` added."""
+    training env, with ``env.backend``, ``env.wrappers`` and the ``env.kwargs`` named in ``given`` (the
+    command line's: ``env.kwargs.goal_mode=reach``; the default preset's are the rover's) added; None: all."""
     other_kind = trained_on.family() is not env.family()
     if other_kind and env.id == EnvConfig.id and env.family() is not None:
-        return replace(trained_on, kwargs=trained_on.kwargs | env.kwargs, wrappers=env.wrappers or trained_on.wrappers)
+        kwargs = {k: v for k, v in env.kwargs.items() if given is None or k in given}
+        own = {k: v for k, v in trained_on.kwargs.items() if not (k == "backend" and env.backend)}
+        return replace(
+            trained_on,
+            kwargs=own | kwargs,
+            backend=env.backend or trained_on.backend,
+            wrappers=env.wrappers or trained_on.wrappers,
+        )
     return env
+
+
+def given_env_kwargs(keys: list[str], env: EnvConfig) -> set[str]:
+    """The ``env.kwargs`` the command line gave (``keys``: its overridden keys): all of them when it chose a
+    preset (``env=...``) or set the whole dict, else those it named (``env.kwargs.<name>``)."""
+    if any(k in ("env", "env.kwargs") for k in keys):
+        return set(env.kwargs)
+    return {k.split(".")[2] for k in keys if k.startswith("env.kwargs.")}
 
 
 def ignored_overrides(keys: list[str], with_task: bool, tabletop: bool = False) -> list[str]:
@@ -223,7 +240,7 @@ def run_tabletop(config: EvalRunConfig, out_dir: Path) -> dict:
         planner,
         suite,
         TabletopDomain.with_skills(),
-        backend=config.env.backend,
+        **({"backend": config.env.backend} if config.env.backend is not None else {}),
         seeds=tuple(config.seeds),
         out_dir=out_dir,
         video=config.video_episodes > 0,
@@ -364,13 +381,14 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
         )
         return summary["success_rate"]
     try:
-        doc = run_evaluation(replace(config), out_dir)
+        doc = run_evaluation(replace(config), out_dir, given_env_kwargs(keys, config.env))
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
     wrappers = [w if isinstance(w, str) else w["name"] for w in config.env.wrappers]
-    where = f"{config.env.goal_mode} goals, {config.env.backend}" + (f" + {', '.join(wrappers)}" if wrappers else "")
     if env_family(doc["env_id"]) is not None and env_family(doc["env_id"]) is env_family(EnvConfig.id):
-        where = f"{config.env.map} ({where})"  # the rover's: its map, goals and backend
+        env = config.env  # the rover's: its map, goals and backend
+        where = f"{env.argument('goal_mode')} goals, {env.engine()}" + (f" + {', '.join(wrappers)}" if wrappers else "")
+        where = f"{env.argument('map')} ({where})"
     else:  # another env: its id and the arguments it was made with
         where = doc["env_id"] + (f" ({', '.join(f'{k}={v}' for k, v in doc['env'].items())})" if doc.get("env") else "")
     contacts = doc["episodes_with_collision"]
@@ -386,7 +404,7 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
 def main(argv: list[str] | None = None) -> int:
     """``hrl-eval``: ``argv`` (default: the command line) as Hydra overrides; ``sys.argv`` is left as it was."""
     register_schemas()
-    run_hydra_app(_task, "eval", open_env_kwargs(list(sys.argv[1:] if argv is None else argv)))
+    run_hydra_app(_task, "eval", open_env_kwargs(list(sys.argv[1:] if argv is None else argv), "hrl-eval"))
     return 0
 
 

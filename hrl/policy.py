@@ -18,7 +18,7 @@ import numpy as np
 import yaml
 
 from hrl.algorithms import algorithm
-from hrl.config import AlgoConfig, EnvConfig, RobotConfig
+from hrl.config import AlgoConfig, EnvConfig, RobotConfig, migrate_env_dict
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "policies"
 
@@ -28,8 +28,12 @@ def sidecar_path(model_path: Path) -> Path:
 
 
 def write_sidecar(model_path: Path, env: EnvConfig, robot: RobotConfig, algo: AlgoConfig, **extra: Any) -> Path:
+    """``<model>.policy.yaml``: the algorithm, env and (for an env whose family reads it: the rover's) robot
+    config the model was trained with, and ``extra``."""
     path = sidecar_path(model_path)
-    doc = {"algo": asdict(algo), "env": asdict(env), "robot": asdict(robot), **extra}
+    family = env.family()
+    reads_robot = family is not None and "robot" in family.reads
+    doc = {"algo": asdict(algo), "env": asdict(env), **({"robot": asdict(robot)} if reads_robot else {}), **extra}
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
     tmp.replace(path)
@@ -82,8 +86,8 @@ class GoalPolicy:
             raise FileNotFoundError(f"{path} has no {meta_path.name} beside it (the config it was trained with)")
         meta = yaml.safe_load(meta_path.read_text())
         algo = AlgoConfig(**meta["algo"])
-        env = EnvConfig(**meta["env"])
-        robot = RobotConfig(**meta["robot"])
+        env = EnvConfig(**migrate_env_dict(meta["env"]))
+        robot = RobotConfig(**(meta.get("robot") or {}))  # none for an env that reads no robot config
         spec = algorithm(algo.name)
         custom: dict[str, Any] = {}
         if spec.off_policy:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from hrl.cli import CONFIG_DIR, overridden_keys, run_hydra_app, sigterm_as_keyboard_interrupt, typed_config
 from hrl.cli import fail as cli_fail
-from hrl.config import TrainConfig
+from hrl.config import TrainConfig, migrate_env_dict, moved_env_keys
 
 if TYPE_CHECKING:
     from hrl.training import TrainResult
@@ -56,8 +56,8 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
     unused = unused_overrides(config, overridden_keys(hydra_config.overrides.task))
     if unused:
         fail(
-            f"{', '.join(unused)}: not arguments of env.id={config.env.id} (the rover's, hrl/RoverNav-*), "
-            "so it would not get them; give its own arguments as env.kwargs={name:value,...}"
+            f"{', '.join(unused)}: env.id={config.env.id} does not read them, so it would not get them; "
+            "give its own arguments as env.kwargs={name:value,...}"
         )
     try:
         result = _train_in_this_process(config, run_dir, command=command)
@@ -111,8 +111,11 @@ def resume(run_dir: Path, overrides: list[str]) -> int:
         fail(f"resume={run_dir}: {saved} is missing; not a hrl-train run directory")
     try:
         base = OmegaConf.structured(TrainConfig)
+        saved_config = OmegaConf.to_container(OmegaConf.load(saved))
+        if isinstance(saved_config, dict) and isinstance(saved_config.get("env"), dict):
+            saved_config["env"] = migrate_env_dict(saved_config["env"])  # saved before env.kwargs held the rover's
         cfg = OmegaConf.merge(
-            base, OmegaConf.load(saved), OmegaConf.from_dotlist([f"{k}={v}" for k, v in extra.items()])
+            base, OmegaConf.create(saved_config), OmegaConf.from_dotlist([f"{k}={v}" for k, v in extra.items()])
         )
         config: TrainConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
@@ -142,10 +145,23 @@ def _train_in_this_process(config: TrainConfig, run_dir: Path, *, command: str, 
         return train(config, run_dir, resume=resume, command=command)
 
 
-def open_env_kwargs(args: list[str]) -> list[str]:
-    """``env.kwargs={...}`` and ``env.kwargs.<name>=...`` as ``++`` overrides: the keys of ``env.kwargs`` are the
-    env's arguments, not the schema's, so assigning them adds keys (plain Hydra would ask for a ``+`` prefix)."""
-    return [f"++{a}" if a.startswith(("env.kwargs=", "env.kwargs.")) else a for a in args]
+def open_env_kwargs(args: list[str], prog: str = "hrl-train") -> list[str]:
+    """The command line's env overrides as Hydra needs them:
+
+    * ``env.kwargs={...}`` and ``env.kwargs.<name>=...`` as ``++`` overrides: the keys of ``env.kwargs`` are the
+      env's arguments, not the schema's, so assigning them adds keys (plain Hydra would ask for a ``+`` prefix);
+    * ``env.id=<id>`` with no ``env=<preset>`` starts from the empty preset ``env=gym``: a preset's ``kwargs``
+      are its own env's arguments (``open_local``'s are the rover's map, goal mode, ...), not another env's;
+    * a key that moved into ``env.kwargs`` (``env.map=...``, before 2026-12-08) is refused, naming the new one.
+    """
+    moved = moved_env_keys(args)
+    if moved:
+        cli_fail(prog, "; ".join(moved))
+    out = [f"++{a}" if a.startswith(("env.kwargs=", "env.kwargs.")) else a for a in args]
+    chooses_preset = any(a.split("=", 1)[0].lstrip("+~") == "env" for a in args)
+    if any(a.startswith("env.id=") for a in args) and not chooses_preset:
+        out.insert(0, "env=gym")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,7 +38,7 @@ from hrl.callbacks import (
     truncate_metrics,
 )
 from hrl.checkpoint import latest_checkpoint, load_rng, read_state, restore_rng
-from hrl.config import AlgoConfig, TrainConfig
+from hrl.config import AlgoConfig, TrainConfig, fingerprint_env
 from hrl.evaluation import evaluate, video_fps
 from hrl.plots import plot_learning_curve
 from hrl.policy import write_sidecar
@@ -176,7 +176,7 @@ def train(config: TrainConfig, run_dir: Path, *, resume: bool = False, command: 
         )
         callbacks = [evaluation, checkpointing]
         if config.curriculum.enabled:
-            callbacks.append(GoalCurriculum(config.curriculum, state, config.env.local_goal_radius))
+            callbacks.append(GoalCurriculum(config.curriculum, state, config.env.argument("local_goal_radius")))
 
         if not _learn(model, config, callbacks, fresh=checkpoint is None):
             return _finish_run(config, run_dir, model, state, clock, evaluation, checkpointing)
@@ -213,7 +213,11 @@ def _open_run(config: TrainConfig, run_dir: Path, resume: bool) -> tuple[RunStat
     if checkpoint is None:
         raise RunDirectoryError(f"cannot resume {run_dir}: it has no checkpoint (checkpoints/latest missing)")
     saved = read_state(checkpoint)
-    if saved.get("fingerprint") != _jsonable(config.fingerprint()):
+    fingerprint = saved.get("fingerprint")
+    if isinstance(fingerprint, dict) and isinstance(fingerprint.get("env"), dict):
+        # written before the rover's arguments moved into env.kwargs: compare in the current layout
+        fingerprint = fingerprint | {"env": _jsonable(fingerprint_env(fingerprint["env"]))}
+    if fingerprint != _jsonable(config.fingerprint()):
         raise RunDirectoryError(
             f"cannot resume {run_dir}: checkpoint {checkpoint.name} was written with a different env, robot or "
             "algorithm config than this run's; nothing was changed"

@@ -9,7 +9,7 @@ commit, training time, library versions, demonstrations, from the run's own file
 evaluated here on fixed seeds (the same episodes in every env): a rover policy on local goals in `open`, and
 in `apartment` with its wall-contact rate; any other policy on its own training env, rebuilt from its
 .policy.yaml without training-time wrappers, and a tabletop skill also in the other engine
-(env.kwargs.backend).
+(env.backend).
 
 A run stopped before its total_steps (Ctrl-C, SIGTERM) has no summary.json and no learning curve:
 `--incomplete` ships its best model anyway, with the training figures read from metrics.csv, the curve
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 #: The seed of the first evaluation episode (disjoint from hrl-train's evaluations, which start at 10000).
 SEED = 20_000
 ROVER = "hrl/RoverNav-*"
-#: Env ids whose policies are evaluated in both engines (``env.kwargs.backend``), their own first.
+#: Env ids whose policies are evaluated in both engines (``env.backend``), their own first.
 TWO_ENGINES = "hrl/PandaTabletop-*"
 BACKENDS = ("mujoco", "pybullet")
 
@@ -46,17 +46,20 @@ def evaluation_envs(trained_on: Any) -> dict[str, Any]:
 
     if fnmatch.fnmatchcase(trained_on.id, ROVER):
         return {
-            "open_local_2.5m": EnvConfig(map="open", goal_mode="local", local_goal_radius=2.5),
-            "apartment_local_2.5m": EnvConfig(map="apartment", goal_mode="local", local_goal_radius=2.5),
+            "open_local_2.5m": EnvConfig(kwargs={"map": "open", "goal_mode": "local", "local_goal_radius": 2.5}),
+            "apartment_local_2.5m": EnvConfig(
+                kwargs={"map": "apartment", "goal_mode": "local", "local_goal_radius": 2.5}
+            ),
         }
     own = replace(trained_on, wrappers=[])  # training-time randomization is not part of the evaluation
     if not fnmatch.fnmatchcase(trained_on.id, TWO_ENGINES):
         return {trained_on.id: own}
-    backend = own.kwargs.get("backend", "mujoco")
+    backend = own.engine()
     if backend not in BACKENDS:
-        raise ValueError(f"env.kwargs.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise ValueError(f"env.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     order = [backend, *(b for b in BACKENDS if b != backend)]
-    return {b: replace(own, kwargs=own.kwargs | {"backend": b}) for b in order}
+    kwargs = {k: v for k, v in own.kwargs.items() if k != "backend"}
+    return {b: replace(own, backend=b, kwargs=kwargs) for b in order}
 
 
 def training_figures(run: Path, incomplete: bool) -> dict[str, Any]:
@@ -102,7 +105,7 @@ def main() -> int:
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
 
-    from hrl.config import EnvConfig, EvalRunConfig
+    from hrl.config import EnvConfig, EvalRunConfig, migrate_env_dict
     from hrl.eval import run_evaluation
     from hrl.plots import plot_learning_curve
     from hrl.policy import SHIPPED_DIR, sidecar_path
@@ -131,7 +134,7 @@ def main() -> int:
         shutil.copyfile(run / "learning_curve.png", dest / "learning_curve.png")
 
     evaluations = {}
-    trained_on = EnvConfig(**sidecar["env"])
+    trained_on = EnvConfig(**migrate_env_dict(sidecar["env"]))
     for label, env in evaluation_envs(trained_on).items():
         doc = run_evaluation(
             EvalRunConfig(

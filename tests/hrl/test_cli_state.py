@@ -74,10 +74,11 @@ def test_library_train_runs_off_the_main_thread_and_changes_nothing_process_wide
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
-        (["planner=graph", "task=apartment_long", "env.map=house"], ["env.map: the map is the task suite's"]),
-        (["planner=graph", "task=apartment_long", "env.max_steps=10"], ["task.max_episode_steps=N"]),
-        (["planner=graph", "task=apartment_long", "env.control_hz=5", "env=apartment_local"],
-         ["env.control_hz: a suite runs in the policy's own training env", "env: a suite runs"]),
+        (["planner=graph", "task=apartment_long", "env.kwargs.map=house"],
+         ["env.kwargs.map: the map is the task suite's"]),
+        (["planner=graph", "task=apartment_long", "env.kwargs.max_steps=10"], ["task.max_episode_steps=N"]),
+        (["planner=graph", "task=apartment_long", "env.kwargs.control_hz=5", "env=apartment_local"],
+         ["env.kwargs.control_hz: a suite runs in the policy's own training env", "env: a suite runs"]),
         (["planner=graph", "task=apartment_long", "+robot=rover"], ["robot: the robot is the policy's own"]),
         (["planner=graph", "task=apartment_long", "robot.lidar_rays=12"], ["robot.lidar_rays: the robot is the"]),
         (["planner=graph", "task=apartment_long", "seed=3"], ["seed: use seeds=[...]"]),

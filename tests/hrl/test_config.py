@@ -32,7 +32,7 @@ def group_options(group: str) -> list[str]:
 def test_default_config_is_valid():
     config = to_train_config(compose_train())
     config.validate()
-    assert config.algo.name == "sac_her" and config.env.map == "open"
+    assert config.algo.name == "sac_her" and config.env.kwargs["map"] == "open"
 
 
 @pytest.mark.parametrize("algo", group_options("algo"))
@@ -64,7 +64,7 @@ def test_experiment_rover_local():
     config = to_train_config(compose_train(["experiment=rover_local"]))
     config.validate()
     assert config.experiment_name == "rover_local"
-    assert config.env.map == "open" and config.env.local_goal_radius == 2.5
+    assert config.env.kwargs["map"] == "open" and config.env.argument("local_goal_radius") == 2.5
 
 
 @pytest.mark.parametrize("preset", group_options("env/wrappers"))
@@ -141,10 +141,10 @@ def test_wrong_type_fails():
     [
         (["algo.learning_rate=-1"], "algo.learning_rate must be a positive number"),
         (["algo.name=a2c"], r"algo.name must be one of \['ppo', 'sac_her', 'td3_her', 'tqc_her'\]"),
-        (["algo.learning_starts=50"], "must exceed env.max_steps"),
+        (["algo.learning_starts=50"], "must exceed env.kwargs.max_steps"),
         (["n_envs=0"], "n_envs must be a positive integer"),
         (["vec_env=ray"], "vec_env must be one of"),
-        (["curriculum.enabled=true", "curriculum.start_radius=5.0"], "exceeds env.local_goal_radius"),
+        (["curriculum.enabled=true", "curriculum.start_radius=5.0"], "exceeds env.kwargs.local_goal_radius"),
         (["algo.features=cnn"], "algo.features must be one of"),
     ],
 )
@@ -186,7 +186,7 @@ def test_eval_config_composes():
         cfg = compose(config_name="eval", overrides=["env=apartment_local", "episodes=7"])
     config = OmegaConf.to_object(cfg)
     assert isinstance(config, EvalRunConfig)
-    assert config.env.map == "apartment" and config.episodes == 7
+    assert config.env.kwargs["map"] == "apartment" and config.episodes == 7
 
 
 def test_llm_planner_configs_compose_with_a_backend_group():

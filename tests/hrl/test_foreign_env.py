@@ -11,7 +11,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
+from hrl.cli import CONFIG_DIR
 from hrl.config import (
     ENV_FAMILIES,
     AlgoConfig,
@@ -56,7 +59,9 @@ def test_hrl_train_on_panda_reach_leaves_a_policy_whose_manifest_rebuilds_the_en
     run = tmp_path / "run"
     done = hrl_train(*REACH, "env.kwargs={control_type:ee}", *TINY, f"hydra.run.dir={run}")
     assert done.returncode == 0, done.stdout + done.stderr
-    manifest = yaml.safe_load((run / "final_model.policy.yaml").read_text())["env"]
+    sidecar = yaml.safe_load((run / "final_model.policy.yaml").read_text())
+    assert "robot" not in sidecar  # the rover's robot config (name, lidar) is not recorded for an env that reads none
+    manifest = sidecar["env"]
     assert manifest["id"] == "PandaReach-v3" and manifest["packages"] == ["panda_gym"]
     assert manifest["kwargs"] == {"control_type": "ee"}
     summary = json.loads((run / "summary.json").read_text())
@@ -127,10 +132,24 @@ def test_unregistered_id_names_env_packages():
 
 
 def test_rover_options_are_not_passed_to_foreign_envs():
-    config = reach(map="apartment", goal_mode="anywhere", max_steps=7, kwargs={"reward_type": "dense"})
+    """Neither the robot's lidar overrides nor a rover preset's kwargs reach a foreign env: env.id=... on the
+    command line starts from the empty preset env=gym (PandaReachEnv takes no map or lidar argument: gym.make
+    would raise TypeError)."""
+    from hrl.train import open_env_kwargs
+
+    assert open_env_kwargs(["env.id=PandaReach-v3", "env.kwargs.reward_type=dense"]) == [
+        "env=gym",
+        "env.id=PandaReach-v3",
+        "++env.kwargs.reward_type=dense",
+    ]
+    assert open_env_kwargs(["env=open_local", "env.id=hrl/RoverNav-v0"]) == ["env=open_local", "env.id=hrl/RoverNav-v0"]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = compose(config_name="config", overrides=open_env_kwargs([*REACH, "env.kwargs.reward_type=dense"]))
+    config = OmegaConf.to_object(cfg).env
+    assert config.kwargs == {"reward_type": "dense"} and config.backend is None
     robot = RobotConfig(lidar_rays=8)
     assert config.make_kwargs(robot) == {"reward_type": "dense"}
-    env = config.make_env(robot)  # PandaReachEnv takes no map/lidar argument: gym.make would raise TypeError
+    env = config.make_env(robot)
     env.reset(seed=0)
     _, reward, *_ = env.step(env.action_space.sample())
     assert reward < 0 and reward != -1.0  # dense: minus the distance, not the sparse -1/0
@@ -138,8 +157,9 @@ def test_rover_options_are_not_passed_to_foreign_envs():
     env.close()
 
 
-def test_env_kwargs_override_the_rovers_own_arguments():
-    config = EnvConfig(max_steps=100, kwargs={"max_steps": 7})
+def test_the_rovers_max_steps_argument_is_its_episode_length():
+    assert EnvConfig().episode_steps(RobotConfig()) == 100  # RoverNavEnv's default
+    config = EnvConfig(kwargs={"max_steps": 7})
     assert config.make_kwargs(RobotConfig())["max_steps"] == 7 and config.episode_steps(RobotConfig()) == 7
     env = config.make_env(RobotConfig(), local_goal_radius=1.0)
     env.reset(seed=0)
@@ -151,9 +171,9 @@ def test_env_kwargs_override_the_rovers_own_arguments():
 
 
 def test_cli_refuses_rover_keys_for_a_foreign_env(tmp_path):
-    done = hrl_train(*REACH, "env.map=apartment", "robot.lidar_rays=8", f"hydra.run.dir={tmp_path / 'r'}")
+    done = hrl_train(*REACH, "env.backend=pybullet", "robot.lidar_rays=8", f"hydra.run.dir={tmp_path / 'r'}")
     assert done.returncode == 2
-    assert "env.map, robot.lidar_rays: not arguments of env.id=PandaReach-v3" in done.stderr
+    assert "env.backend, robot.lidar_rays: env.id=PandaReach-v3 does not read them" in done.stderr
     assert "env.kwargs={name:value,...}" in done.stderr
 
 
@@ -166,7 +186,8 @@ def test_cli_refuses_rover_keys_for_a_foreign_env(tmp_path):
             "curriculum grows the local goal radius of .*PandaReach-v3 has none",
         ),
         ({"algo": AlgoConfig(features="flat", learning_starts=50)}, r"episode length of PandaReach-v3 \(50\)"),
-        ({"env": reach(wrappers=["action_latency"])}, "env.wrappers are an argument of"),
+        ({"env": reach(wrappers=["action_latency"])}, "env.wrappers is an argument of"),
+        ({"env": reach(backend="pybullet")}, r"env.backend is an argument of hrl/RoverNav-\* \| hrl/PandaTabletop-\*"),
     ],
 )
 def test_rover_only_training_options_are_refused_for_a_foreign_env(changes, message):
@@ -208,7 +229,7 @@ def test_a_registered_env_family_gets_its_own_arguments_only():
     try:
         import panda_gym  # noqa: F401  (the entry point's module)
 
-        config = EnvConfig(id="hrl_test/FamilyReach-v0", map="apartment", kwargs={"control_type": "ee"})
+        config = EnvConfig(id="hrl_test/FamilyReach-v0", kwargs={"control_type": "ee"})
         assert config.family() is family
         assert config.make_kwargs(RobotConfig(lidar_rays=8)) == {"reward_type": "dense", "control_type": "ee"}
         with pytest.raises(ValueError, match=r"must exceed its fixed episode length \(30\)"):
@@ -222,7 +243,7 @@ def test_a_registered_env_family_gets_its_own_arguments_only():
 def test_tabletop_gets_env_kwargs_and_truncates_at_its_own_max_steps():
     """hrl/PandaTabletop-v0 (ours, not the rover's): its arguments are env.kwargs, its episode length for HER
     is its max_steps argument (or that argument's default), the rover's fields never reach it."""
-    config = EnvConfig(id="hrl/PandaTabletop-v0", map="apartment", kwargs={"goal_mode": "reach", "max_steps": 30})
+    config = EnvConfig(id="hrl/PandaTabletop-v0", kwargs={"goal_mode": "reach", "max_steps": 30})
     assert config.make_kwargs(RobotConfig(lidar_rays=8)) == {"goal_mode": "reach", "max_steps": 30}
     assert config.episode_steps(RobotConfig()) == 30
     env = config.make_env(RobotConfig())
@@ -235,3 +256,17 @@ def test_tabletop_gets_env_kwargs_and_truncates_at_its_own_max_steps():
     default = EnvConfig(id="hrl/PandaTabletop-v0")
     with pytest.raises(ValueError, match=r"must exceed env.kwargs.max_steps \(50\)"):
         TrainConfig(env=default, algo=AlgoConfig(features="flat", learning_starts=50)).validate()
+
+
+def test_env_backend_reaches_both_embodiments_and_disagreeing_with_kwargs_is_refused():
+    """env.backend is the one field both our families read; left unset the env's own default holds."""
+    tabletop = EnvConfig(id="hrl/PandaTabletop-v0", backend="pybullet", kwargs={"goal_mode": "reach"})
+    assert tabletop.make_kwargs(RobotConfig())["backend"] == "pybullet" and tabletop.engine() == "pybullet"
+    assert EnvConfig(id="hrl/PandaTabletop-v0").engine() == "mujoco"  # PandaTabletopEnv's default
+    rover = EnvConfig(backend="pybullet", kwargs={"map": "maze"})
+    assert rover.make_kwargs(RobotConfig()) == {"robot": "rover", "backend": "pybullet", "map": "maze"}
+    with pytest.raises(ValueError, match=r"env\.backend=pybullet and env\.kwargs\.backend=mujoco disagree"):
+        EnvConfig(id="hrl/PandaTabletop-v0", backend="pybullet", kwargs={"backend": "mujoco"}).validate()
+    EnvConfig(id="hrl/PandaTabletop-v0", backend="pybullet", kwargs={"backend": "pybullet"}).validate()
+    with pytest.raises(ValueError, match=r"env.kwargs: secne \(did you mean scene\?\) not an argument of"):
+        EnvConfig(id="hrl/PandaTabletop-v0", kwargs={"secne": "single_cube"}).validate()

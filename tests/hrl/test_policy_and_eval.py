@@ -80,7 +80,8 @@ def test_bad_policy_paths(spec, error, message):
 
 def test_run_evaluation_writes_summary_and_video(tmp_path):
     doc = run_evaluation(
-        EvalRunConfig(env=EnvConfig(map="two_rooms"), episodes=3, video_episodes=1, progress_bar=False), tmp_path
+        EvalRunConfig(env=EnvConfig(kwargs={"map": "two_rooms"}), episodes=3, video_episodes=1, progress_bar=False),
+        tmp_path,
     )
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["episodes"] == 3 and set(saved) >= {"success_rate", "mean_steps", "collisions", "episodes"}
@@ -111,15 +112,27 @@ def test_hrl_eval_cli(tmp_path):
     assert json.loads((out / "summary.json").read_text())["episodes"] == 3
 
 
+def run_module(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 def test_hrl_eval_cli_bad_map(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "hrl.eval", "env.map=attic", "episodes=1", f"hydra.run.dir={tmp_path / 'x'}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_module("hrl.eval", "env.kwargs.map=attic", "episodes=1", f"hydra.run.dir={tmp_path / 'x'}")
     assert done.returncode == 2 and "unknown map 'attic'" in done.stderr
+
+
+def test_a_rover_key_of_the_old_layout_names_its_new_place(tmp_path):
+    """env.map=... (the rover's arguments were EnvConfig fields until 2026-12-08) is refused before Hydra
+    composes anything, naming env.kwargs.map, in both CLIs; a misspelt argument is refused naming the close one."""
+    for module in ("hrl.eval", "hrl.train"):
+        done = run_module(module, "env.map=maze", "env.max_steps=9", f"hydra.run.dir={tmp_path / module}")
+        assert done.returncode == 2, done.stderr
+        assert "env.map is env.kwargs.map now (the env's own argument): env.kwargs.map=maze" in done.stderr
+        assert "env.kwargs.max_steps=9" in done.stderr
+        assert not (tmp_path / module).exists()
+    done = run_module("hrl.eval", "env.kwargs.mapp=maze", "episodes=1", f"hydra.run.dir={tmp_path / 'y'}")
+    assert done.returncode == 2
+    assert "env.kwargs: mapp (did you mean map?) not an argument of env.id=hrl/RoverNav-v0" in done.stderr
 
 
 def test_hrl_eval_robot_overrides_replace_the_policys_own_settings(tmp_path, capsys):

@@ -54,7 +54,7 @@ def test_ship_policy_evaluates_each_env_family_where_it_belongs():
     ship = ship_policy_module()
     rover = ship.evaluation_envs(EnvConfig())
     assert list(rover) == ["open_local_2.5m", "apartment_local_2.5m"]
-    assert rover["apartment_local_2.5m"].map == "apartment"
+    assert rover["apartment_local_2.5m"].kwargs["map"] == "apartment"
 
     trained = EnvConfig(
         id="hrl/PandaTabletop-v0",
@@ -63,13 +63,13 @@ def test_ship_policy_evaluates_each_env_family_where_it_belongs():
     )
     tabletop = ship.evaluation_envs(trained)
     assert list(tabletop) == ["pybullet", "mujoco"]  # its own engine first, then the other
-    assert tabletop["mujoco"].kwargs == {"backend": "mujoco", "goal_mode": "push"}
+    assert tabletop["mujoco"].kwargs == {"goal_mode": "push"} and tabletop["mujoco"].backend == "mujoco"
     assert all(env.wrappers == [] for env in tabletop.values())  # training-time randomization is not evaluated
 
     foreign = ship.evaluation_envs(EnvConfig(id="PandaReach-v3", packages=["panda_gym"]))
     assert list(foreign) == ["PandaReach-v3"] and foreign["PandaReach-v3"].packages == ["panda_gym"]
 
-    with pytest.raises(ValueError, match=r"env\.kwargs\.backend must be one of mujoco, pybullet, got 'isaac'"):
+    with pytest.raises(ValueError, match=r"env\.backend must be one of mujoco, pybullet, got 'isaac'"):
         ship.evaluation_envs(EnvConfig(id="hrl/PandaTabletop-v0", kwargs={"backend": "isaac"}))
 
 

@@ -78,14 +78,14 @@ def test_hrl_eval_refuses_a_planner_of_another_domain_in_one_line(tmp_path, caps
 
 def test_hrl_eval_refuses_the_rovers_options_with_a_tabletop_suite(tmp_path, capsys):
     overrides = ["planner=symbolic", "task=tabletop_stack", "env/wrappers=randomize", "policy=shipped:panda_push",
-                 "executor.max_replans=1", "env.map=house", "video_episodes=2"]  # fmt: skip
+                 "executor.max_replans=1", "env.kwargs.map=house", "video_episodes=2"]  # fmt: skip
     err = refused(capsys, lambda: hrl_eval([*overrides, f"hydra.run.dir={tmp_path / 'run'}"]))
     assert "with a tabletop task suite, these overrides would be ignored" in err
     for text in (
         "env/wrappers: the sim-to-real wrappers are the rover's",
         "policy: a tabletop suite runs the shipped Panda skills",
         "executor.max_replans: the tabletop's loop has its own limits",
-        "env.map: a tabletop suite runs in its own scene (task.scene)",
+        "env.kwargs.map: a tabletop suite runs in its own scene (task.scene)",
         "video_episodes=2: a tabletop suite records its first episode only; use video_episodes=1",
     ):
         assert text in err

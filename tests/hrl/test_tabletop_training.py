@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
+import yaml
 
 from hrl.config import DemoConfig, EvalConfig
 from hrl.training import train
@@ -57,6 +58,20 @@ def test_demonstrations_fill_the_replay_buffer(tmp_path):
     )
     assert doc["env_id"] == "hrl/PandaTabletop-v0" and doc["env"]["backend"] == "pybullet"
     assert doc["env"]["goal_mode"] == "pick_place" and doc["episodes"] == 2
+    # hrl-eval policy=<run> env.backend=pybullet: the default preset's kwargs (the rover's map, ...) are not the
+    # command line's, so they stay out; env.backend goes over the engine the policy's kwargs name.
+    trained = yaml.safe_load((tmp_path / "run" / "final_model.policy.yaml").read_text())["env"]
+    trained["kwargs"]["backend"] = "mujoco"
+    (tmp_path / "run" / "final_model.policy.yaml").write_text(yaml.safe_dump({**yaml.safe_load(
+        (tmp_path / "run" / "final_model.policy.yaml").read_text()), "env": trained}))  # fmt: skip
+    rover_preset = EnvConfig(kwargs={"map": "open", "goal_mode": "local"}, backend="pybullet")
+    doc = run_evaluation(
+        EvalRunConfig(policy=str(tmp_path / "run" / "final_model.zip"), env=rover_preset, episodes=1,
+                      video_episodes=0, progress_bar=False),
+        tmp_path / "eval2",
+        given_kwargs=set(),
+    )  # fmt: skip
+    assert doc["env"]["backend"] == "pybullet" and "map" not in doc["env"]
 
 
 def test_demonstrations_need_an_expert_and_a_replay_buffer(tmp_path):

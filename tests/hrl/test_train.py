@@ -25,7 +25,7 @@ TINY = [
     "eval.episodes=3",
     "eval.video_episodes=0",
     "algo.learning_starts=150",
-    "env.max_steps=50",
+    "env.kwargs.max_steps=50",
     "algo.net_arch=[16]",
     "algo.batch_size=32",
     "progress_bar=false",
@@ -35,7 +35,7 @@ TINY = [
 
 def tiny_config(**changes) -> TrainConfig:
     config = TrainConfig(
-        env=EnvConfig(max_steps=50, local_goal_radius=1.5),
+        env=EnvConfig(kwargs={"max_steps": 50, "local_goal_radius": 1.5}),
         algo=AlgoConfig(learning_starts=150, net_arch=[16], batch_size=32),
         eval=EvalConfig(every_steps=200, episodes=3, video_episodes=1),
         checkpoint=CheckpointConfig(every_steps=200, keep=2),
@@ -307,3 +307,75 @@ def test_training_without_tensorboard_leaves_nothing_in_tmp(tmp_path, monkeypatc
     assert result.num_timesteps == 300
     assert list(isolated.glob("SB3-*")) == []
     assert (tmp_path / "run" / "metrics.csv").is_file()
+
+
+def old_layout(env: dict) -> dict:
+    """An env config as runs saved it before 2026-12-08: the rover's arguments as fields, backend always set."""
+    kwargs = env.get("kwargs") or {}
+    legacy = {"map": "open", "backend": env.get("backend") or "mujoco", "goal_mode": "local"} | {
+        "local_goal_radius": 2.0, "success_radius": 0.25, "control_hz": 10.0, "physics_dt": 0.01, "max_steps": 100,
+        "reward_type": "sparse", "collision_penalty": 0.0,
+    }  # fmt: skip
+    return {"id": env["id"], **(legacy | kwargs), "wrappers": env.get("wrappers", [])}
+
+
+def test_a_run_saved_in_the_old_env_layout_resumes_and_its_policy_loads(tmp_path):
+    """Runs and policies saved while the rover's arguments were EnvConfig fields (map, goal_mode, max_steps, ...)
+    still resume and load: their .hydra/config.yaml, checkpoint fingerprint and .policy.yaml are read in the
+    current layout (hrl.config.migrate_env_dict), with the same values."""
+    import yaml
+
+    from hrl.policy import GoalPolicy
+
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "hrl.train", *TINY[1:], "total_steps=300", "env.kwargs.map=two_rooms",
+         f"hydra.run.dir={run}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    saved = run / ".hydra" / "config.yaml"
+    config = yaml.safe_load(saved.read_text())
+    assert config["env"]["kwargs"]["map"] == "two_rooms" and "map" not in config["env"]
+    config["env"] = old_layout(config["env"])
+    saved.write_text(yaml.safe_dump(config))
+    state_path = latest_checkpoint(run) / "state.json"
+    state = json.loads(state_path.read_text())
+    state["fingerprint"]["env"] = old_layout(state["fingerprint"]["env"])
+    state_path.write_text(json.dumps(state))
+    sidecar = run / "final_model.policy.yaml"
+    meta = yaml.safe_load(sidecar.read_text())
+    meta["env"] = old_layout(meta["env"])
+    assert meta["env"]["map"] == "two_rooms" and meta["env"]["max_steps"] == 50
+    sidecar.write_text(yaml.safe_dump(meta))
+
+    out = resume_to_end(run, "total_steps=600")
+    assert "resuming" in out and json.loads((run / "summary.json").read_text())["num_timesteps"] == 600
+    policy = GoalPolicy.load(run / "best_model.zip")  # written by the resumed run: the current layout
+    assert policy.env_config.kwargs["map"] == "two_rooms"
+    sidecar.write_text(yaml.safe_dump(meta))  # the old layout again (the resumed run rewrote it)
+    policy = GoalPolicy.load(run / "final_model.zip")
+    assert policy.env_config.kwargs["map"] == "two_rooms" and policy.env_config.kwargs["max_steps"] == 50
+    assert policy.env_config.backend == "mujoco" and policy.env_config.episode_steps(policy.robot_config) == 50
+    env = policy.make_env()
+    assert env.unwrapped.world.name == "two_rooms"
+    env.close()
+
+
+def test_old_layouts_of_other_envs_drop_the_rover_fields_they_never_got():
+    from hrl.config import migrate_env_dict
+
+    tabletop = {"id": "hrl/PandaTabletop-v0", "packages": [], "kwargs": {"goal_mode": "push", "backend": "pybullet"},
+                "map": "open", "backend": "mujoco", "goal_mode": "local", "max_steps": 100, "wrappers": []}  # fmt: skip
+    assert migrate_env_dict(tabletop) == {
+        "id": "hrl/PandaTabletop-v0", "packages": [], "kwargs": {"goal_mode": "push", "backend": "pybullet"},
+        "wrappers": [],
+    }  # fmt: skip
+    foreign = {"id": "PandaReach-v3", "packages": ["panda_gym"], "map": "open", "backend": "mujoco"}
+    assert migrate_env_dict(foreign) == {"id": "PandaReach-v3", "packages": ["panda_gym"]}
+    rover = {"id": "hrl/RoverNav-v0", "map": "maze", "max_steps": 80, "kwargs": {"max_steps": 7}, "backend": "pybullet"}
+    assert migrate_env_dict(rover) == {
+        "id": "hrl/RoverNav-v0", "kwargs": {"map": "maze", "max_steps": 7}, "backend": "pybullet"
+    }  # fmt: skip
+    current = {"id": "hrl/RoverNav-v0", "kwargs": {"map": "maze"}, "backend": None}
+    assert migrate_env_dict(current) == current
