@@ -30,7 +30,7 @@ from benchmarks.posttrain import MODEL_NAMES, test_instructions
 from llm_planner.planners.llm import LLMPlanner
 from llm_planner.posttrain.reward import Gold
 from llm_planner.posttrain.train import PLANNER_PARAMS
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 DEFAULT_ADAPTER = "llm_planner/adapters/gemma3_sft/adapter.gguf"
 

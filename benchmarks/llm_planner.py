@@ -40,7 +40,7 @@ from llm_planner.llm.backend import make_backend
 from llm_planner.plan import PlanError
 from llm_planner.planners.graph import room_name
 from llm_planner.planners.llm import LLMPlanner
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 SUITES = ["apartment_language", "house_language"]
 LADDER: dict[str, dict[str, Any]] = {

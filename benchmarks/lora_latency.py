@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llm_planner.llm.llama_cpp_backend import default_model_path
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ from llm_planner.posttrain.instructions import CATEGORIES, TEST_SUITES, Instruct
 from llm_planner.posttrain.reward import Gold, MujocoExecution, execution_reward
 from llm_planner.posttrain.tabletop_sft import TabletopItem, scene_view, tabletop_items, tabletop_reward
 from llm_planner.posttrain.train import TRAIN_READINGS, planner_params
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 MODEL_NAMES = {"smollm2": "SmolLM2-135M", "gemma3": "Gemma 3 270M"}
 

@@ -40,7 +40,7 @@ def main() -> None:
     os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 
     from hrl.sim2real import compare, read_bag, write_outputs
-    from sim.world import load_world
+    from sim.navigation.world import load_world
 
     task = "stove" if args.quick else "sofa"
     backends = ["mujoco"] if args.quick else ["mujoco", "pybullet"]

@@ -33,7 +33,7 @@ from llm_planner.base import Feedback, Scene, Task
 from llm_planner.plan import GroundedSubgoal as NavSubgoal
 from llm_planner.plan import Plan
 from llm_planner.plan import ground as ground_plan
-from sim.world import Pose2D
+from sim.navigation.world import Pose2D
 from sim.wrappers import set_goal
 
 PolicyFn = Callable[[dict[str, np.ndarray]], np.ndarray]

@@ -260,7 +260,7 @@ def plot_trajectories(rows: list[dict[str, Any]], path: Path) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     from hrl.tasks import load_suite
-    from sim.world import load_world
+    from sim.navigation.world import load_world
 
     suite_name = sorted({r["suite"] for r in rows})[0]
     backend = sorted({r["backend"] for r in rows})[0]

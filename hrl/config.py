@@ -663,7 +663,7 @@ class BenchmarkConfig:
     wrappers: list[Any] = field(default_factory=list)
 
     def validate(self) -> None:
-        from sim.physics import BACKENDS
+        from sim.navigation.physics import BACKENDS
         from sim.wrappers import parse_wrapper_specs
 
         try:

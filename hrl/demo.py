@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     from llm_planner.llm.backend import LLMError
     from llm_planner.plan import PlanError
     from llm_planner.planners.graph import room_name
-    from sim.world import load_world
+    from sim.navigation.world import load_world
 
     world = load_world(args.map)
     try:
@@ -403,7 +403,7 @@ def _names(text: str, option: str) -> list[str]:
 
 
 def _resolve(world: Any, name: str, option: str, rooms_only: bool = False) -> str:
-    from sim.world import Room
+    from sim.navigation.world import Room
 
     try:
         place = world.resolve(name)

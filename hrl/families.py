@@ -1,7 +1,7 @@
 """The env families of the two embodiments (:class:`hrl.config.EnvFamily`): what of the shared config reaches
 each, and what training may assume of it. Imported by :mod:`hrl.config`, which registers nothing of its own.
 
-* the rover, ``hrl/RoverNav-*`` (sim/nav_env.py): its arguments are ``env.kwargs`` (map, goal mode, step
+* the rover, ``hrl/RoverNav-*`` (sim/navigation/env.py): its arguments are ``env.kwargs`` (map, goal mode, step
   budget, ...), plus ``env.backend``, ``env.wrappers``, the robot's name and its lidar overrides; goal-frame
   features and the goal-radius curriculum apply;
 * the tabletop, ``hrl/PandaTabletop-*`` (sim/tabletop/env.py): ``env.kwargs`` (scene, goal mode, ...), plus
@@ -38,7 +38,7 @@ def rover_arguments(env: EnvConfig, robot: RobotConfig) -> dict[str, Any]:
 register_env_family(
     EnvFamily(
         pattern="hrl/RoverNav-*",
-        env_class="sim.nav_env:RoverNavEnv",
+        env_class="sim.navigation.env:RoverNavEnv",
         arguments=rover_arguments,
         reads=("backend", "wrappers", "robot"),
         features=("goal_frame",),

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from hrl.policy import SHIPPED_DIR, GoalPolicy
-from sim.world import Pose2D, World, load_world
+from sim.navigation.world import Pose2D, World, load_world
 
 CRITIC_FILE = "critic.pt"
 #: Goal distances are divided by this (the policy's local goal range) before entering the network.

@@ -240,7 +240,7 @@ def replay(
     every control period, on the base's period grid (:func:`period_start`).
     """
     from hrl.base_drive import PHYSICS_DT, CommandTimeline, drive, make_base_env, physics_steps_per_period
-    from sim.world import Pose2D
+    from sim.navigation.world import Pose2D
 
     steps = physics_steps_per_period(control_hz)
     env = make_base_env(world, robot, backend)
@@ -297,7 +297,7 @@ def interpolate_odom(rec: Recording, times: np.ndarray) -> np.ndarray:
 def lidar_discrepancy(rec: Recording, env: Any, max_scans: int = 200) -> tuple[float | None, int]:
     """Mean |simulated - recorded| range (m) over the simulator's rays, at the robot's pose at each scan."""
     from hrl.ros.core import adapt_scan
-    from sim.world import Pose2D
+    from sim.navigation.world import Pose2D
 
     u = env.unwrapped
     lidar = u.robot.lidar
@@ -541,8 +541,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from sim.physics import BACKENDS
-    from sim.world import load_world
+    from sim.navigation.physics import BACKENDS
+    from sim.navigation.world import load_world
 
     def fail(message: str) -> int:
         print(f"hrl-sim2real: error: {message}", file=sys.stderr)

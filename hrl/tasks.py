@@ -66,7 +66,7 @@ class TaskSuiteConfig:
 
     def tasks(self) -> list[tuple[Any, Task]]:
         """(start, Task) per episode, validated against the map; errors name the source and the field."""
-        from sim.world import load_world
+        from sim.navigation.world import load_world
 
         source = self.source or f"task suite {self.name!r}"
         if not self.episodes:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from llm_planner.plan import Plan
-from sim.world import Pose2D, Room, World
+from sim.navigation.world import Pose2D, Room, World
 
 Goal = str | tuple[float, float]
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from robots._fields import did_you_mean
-from sim.world import Landmark, Room, World
+from sim.navigation.world import Landmark, Room, World
 
 DEFAULT_TOLERANCE = 0.3
 DEFAULT_STEP_BUDGET = 150

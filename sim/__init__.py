@@ -1,6 +1,9 @@
-"""Simulated worlds for the rover: map files, sim-agnostic task logic, MuJoCo (and later PyBullet) backends.
+"""The simulation of both embodiments, each in MuJoCo and PyBullet: ``sim.navigation`` (the rover: maps, task,
+backends, ``hrl/RoverNav-v0``) and ``sim.tabletop`` (the Panda: scenes, backends, ``hrl/PandaTabletop-v0``); what
+they share here: the sim-to-real wrappers (``sim.wrappers``) and the env registration (``sim.registration``).
+The data sit beside them: ``sim/maps/`` (the rover's maps) and ``sim/scenes/`` (the tabletop's scenes).
 
-Importing ``sim`` registers the Gymnasium environments (``hrl/RoverNav-v0``).
+Importing ``sim`` registers the Gymnasium environments (``hrl/RoverNav-v0``, ``hrl/PandaTabletop-v0``).
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import os
 if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
     os.environ["MUJOCO_GL"] = "egl"
 
+from sim.navigation.world import World, available_maps, load_world
 from sim.registration import register_envs
-from sim.world import World, available_maps, load_world
 
 register_envs()
 

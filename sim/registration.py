@@ -20,7 +20,7 @@ ENV_IDS: dict[str, tuple[str, dict]] = {
 
 def make_rover_nav(wrappers: Sequence[Mapping[str, Any] | str] | None = None, **kwargs: Any) -> gym.Env:
     """``RoverNavEnv(**kwargs)`` wrapped in ``wrappers`` (e.g. ``[{"name": "sensor_noise", "lidar_std": 0.02}]``)."""
-    from sim.nav_env import RoverNavEnv
+    from sim.navigation.env import RoverNavEnv
     from sim.wrappers import apply_wrappers
 
     return apply_wrappers(RoverNavEnv(**kwargs), wrappers)

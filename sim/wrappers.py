@@ -45,15 +45,15 @@ import gymnasium as gym
 import numpy as np
 
 from robots._fields import did_you_mean
-from sim.physics import Dynamics
+from sim.navigation.physics import Dynamics
 
-#: Index of the first lidar value in ``obs["observation"]`` (layout: sim.nav_task.NavTask).
+#: Index of the first lidar value in ``obs["observation"]`` (layout: sim.navigation.task.NavTask).
 LIDAR_START = 6
 
 #: Embodiment -> its env classes ("module:Class"; subclasses count), what the wrappers made for one embodiment
 #: check an env against (by name, so neither env module is imported here).
 EMBODIMENTS: dict[str, tuple[str, ...]] = {
-    "rover": ("sim.nav_env:RoverNavEnv",),
+    "rover": ("sim.navigation.env:RoverNavEnv",),
     "tabletop": ("sim.tabletop.env:PandaTabletopEnv",),
 }
 #: How users meet each embodiment: its env ids.

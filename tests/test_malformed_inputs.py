@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hrl.tasks import TASKS_DIR, load_suite
 from robots._fields import ConfigFileError
 from robots.spec import ROBOTS_DIR, RobotSpec
-from sim.world import MAPS_DIR, World
+from sim.navigation.world import MAPS_DIR, World
 
 #: What a hand-edited YAML value can turn into.
 ODD_VALUES = [None, "", "text", "3.0", [], {}, [[1, 2], "x"], {"x": 1}, True, 0, -1, -0.5, 1e-12, 1e9, -1e9,

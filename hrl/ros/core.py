@@ -358,13 +358,13 @@ class SubgoalTracker:
 class PolicyController:
     """The low-level policy as a ROS base's controller: (odometry, scan, goal) -> (v m/s, w rad/s).
 
-    The observation is assembled exactly as the simulator's task does (``sim.nav_task.NavTask.observe``):
+    The observation is assembled exactly as the simulator's task does (``sim.navigation.task.NavTask.observe``):
     pose, velocities normalised by the robot's limits, lidar ranges normalised by the policy's maximum
     range, the goal in the same (odom) frame as the pose.
     """
 
     def __init__(self, policy: object, max_linear: float, max_angular: float) -> None:
-        from sim.nav_task import VELOCITY_OBS_LIMIT
+        from sim.navigation.task import VELOCITY_OBS_LIMIT
 
         lidar = policy.lidar()  # type: ignore[attr-defined]
         self.policy = policy

@@ -323,7 +323,7 @@ class PlannerNode(Node):
         from hrl.eval import planner_from_file
         from hrl.hierarchy_eval import build_planner
         from llm_planner.base import planner_class
-        from sim.world import load_world
+        from sim.navigation.world import load_world
 
         p = self.p = declare(self, PARAMS)
         try:
@@ -345,7 +345,7 @@ class PlannerNode(Node):
         self.view = _RosView(self.world)
         self.worker = PlanWorker()
         self._lock = threading.Lock()
-        self.pose: Any = None  # sim.world.Pose2D from /odom
+        self.pose: Any = None  # sim.navigation.world.Pose2D from /odom
         self.track: _OdomTrack | None = None  # the running task's trajectory
         self.task_text: str | None = None  # the task being carried out
         self.names_task = True  # whether its goals are place names (else an instruction the planner reads)
@@ -371,7 +371,7 @@ class PlannerNode(Node):
 
     # -- inputs --------------------------------------------------------------------------------------
     def on_odom(self, msg: Any) -> None:
-        from sim.world import Pose2D
+        from sim.navigation.world import Pose2D
 
         q = msg.pose.pose.orientation
         x, y = msg.pose.pose.position.x, msg.pose.pose.position.y

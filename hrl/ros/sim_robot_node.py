@@ -76,7 +76,7 @@ class SimRobotNode(Node):
     def __init__(self, **overrides: Any) -> None:
         super().__init__("sim_robot_node", parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()])
         from robots.spec import load_robot
-        from sim.physics import Dynamics
+        from sim.navigation.physics import Dynamics
 
         p = self.p = declare(self, PARAMS)
         try:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llm_planner.plan import LandmarkTarget, Plan, PlanError, RoomTarget, Subgoal
 from llm_planner.planners.common import MAX_SPACING, densify, door_approach, step_budget, waypoint
-from sim.world import Landmark, World
+from sim.navigation.world import Landmark, World
 
 MAX_TARGETS = 4
 MAX_ROUTE = 14

@@ -26,7 +26,7 @@ import yaml
 
 from llm_planner.llm.backend import Message
 from llm_planner.plan import PlanError
-from sim.world import World
+from sim.navigation.world import World
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
 DEFAULT_EXAMPLES = PROMPTS_DIR / "examples.yaml"

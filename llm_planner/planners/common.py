@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from llm_planner.plan import GOAL_CLEARANCE, LandmarkTarget, PointTarget, RoomTarget, Subgoal, resolve_target
-from sim.world import Door, Landmark, World
+from sim.navigation.world import Door, Landmark, World
 
 Point = tuple[float, float]
 

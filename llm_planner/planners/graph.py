@@ -25,7 +25,7 @@ from llm_planner.planners.common import (
     step_budget,
     waypoint,
 )
-from sim.world import World
+from sim.navigation.world import World
 
 Point = tuple[float, float]
 

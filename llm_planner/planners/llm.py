@@ -51,7 +51,7 @@ from llm_planner.plan import Plan, PlanError
 from llm_planner.planners.graph import GraphPlanner, room_name
 from llm_planner.planners.llm_tabletop import TABLETOP_MAX_TOKENS, TabletopReader
 from llm_planner.tabletop import TabletopView
-from sim.world import World
+from sim.navigation.world import World
 
 MODES = ("llm_goals", "llm_route")
 #: How llm_goals reads an instruction: "names" (the model picks scene names) or "spans" (the model copies

@@ -36,7 +36,7 @@ from hrl.safety_critic import file_digest, nominal_env
 from llm_planner.base import Feedback, Scene, Task
 from llm_planner.plan import Plan, PlanError, Subgoal
 from llm_planner.planners.common import goal_point, goal_target, step_budget, waypoint
-from sim.world import Pose2D, World
+from sim.navigation.world import Pose2D, World
 
 #: Bump when the way a graph is built changes, so graphs cached on disk by older code are not reused.
 GRAPH_FORMAT = 1

@@ -47,7 +47,7 @@ from llm_planner.base import Feedback, Scene, Task
 from llm_planner.plan import Plan, PlanError
 from llm_planner.planners.common import WAYPOINT_TOLERANCE, step_budget
 from llm_planner.planners.sorb import SoRBPlanner
-from sim.world import Pose2D, World
+from sim.navigation.world import Pose2D, World
 
 DEFAULT_CRITIC = "shipped:rover_local_safety"
 #: Which robot drives the practice routes: the simulator's nominal one, or one drawn per route from the

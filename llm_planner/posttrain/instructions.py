@@ -62,7 +62,7 @@ from llm_planner.llm.answers import tagged_goals
 from llm_planner.plan import PlanError
 from llm_planner.planners.graph import GraphPlanner, room_name
 from llm_planner.posttrain.vocab import Vocabulary, load_vocabulary, maps_with_vocabulary
-from sim.world import Landmark, World, load_world
+from sim.navigation.world import Landmark, World, load_world
 
 CATEGORIES = ("single", "alias", "indirect", "multi", "avoid", "correction", "return", "filler", "typo")
 SPLITS = ("train", "val", "test_gen")

@@ -50,7 +50,7 @@ from llm_planner.llm.answers import GoalsAnswer, TaggedAnswer, parse_answer, tag
 from llm_planner.plan import PlanError, ground
 from llm_planner.planners.common import goal_point
 from llm_planner.planners.graph import GraphPlanner
-from sim.world import Pose2D, World, load_world
+from sim.navigation.world import Pose2D, World, load_world
 
 #: Samples along the planned route (m): finer than any room margin or goal tolerance.
 ROUTE_STEP = 0.05

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from robots._fields import ConfigFileError, Fields, did_you_mean, load_yaml_mapping
-from sim.world import MAPS_DIR, World, available_maps, load_world
+from sim.navigation.world import MAPS_DIR, World, available_maps, load_world
 
 VOCAB_DIR_NAME = "vocab"
 VOCAB_KEYS = ("map", "description", "places")

@@ -121,7 +121,7 @@ def test_train_lowlevel_quick_prints_json_last():
 def test_llm_planner_accuracy_check_scores_answers_against_the_truth():
     from benchmarks.llm_planner import correct, is_subsequence
     from llm_planner.llm.answers import GoalsAnswer, RouteAnswer
-    from sim.world import load_world
+    from sim.navigation.world import load_world
 
     house = load_world("house")
     start = house.room("kitchen").center

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from hrl.demo import build_parser, expected_reading, main, reading_planner
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 README_AVOID = "Go to the couch without going through the hallway"
 

@@ -12,7 +12,7 @@ from hierarchy.suites import suite_domain
 from hrl.hierarchy_eval import run_suite, wilson
 from hrl.policy import GoalPolicy
 from hrl.tasks import TASKS_DIR, doors_between, load_suite
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The navigation suites (the tabletop ones: tests/hierarchy/test_tabletop_suites.py).
@@ -151,7 +151,7 @@ def test_hrl_eval_runs_a_suite_in_the_chosen_backend(tmp_path, monkeypatch):
     monkeypatch.setattr(hierarchy_eval, "make_suite_env", spy)
     overrides = ["planner=graph", "task=apartment_long", "tasks=1", "video_episodes=0", "progress_bar=false"]
     main([*overrides, "env.backend=pybullet", f"hydra.run.dir={tmp_path / 'pb'}"])
-    assert used == ["sim.pybullet.physics"]
+    assert used == ["sim.navigation.pybullet.physics"]
     summary = json.loads((tmp_path / "pb" / "summary.json").read_text())
     assert summary["success_rate"] == 1.0
 

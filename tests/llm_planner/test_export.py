@@ -20,7 +20,7 @@ from llm_planner.llm.backend import LLMError
 from llm_planner.llm.llama_cpp_backend import LlamaCppBackend, default_model_path, shipped_model_path
 from llm_planner.posttrain.export import export_adapter, import_adapter
 from llm_planner.posttrain.train import load_tokenizer
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 # what the adapter learns: planner answers, which the base model never gives (it answers in prose)
 TRAIN = [

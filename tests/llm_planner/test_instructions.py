@@ -34,7 +34,7 @@ from llm_planner.posttrain.instructions import (
 from llm_planner.posttrain.reward import make_reward_function
 from llm_planner.posttrain.vocab import load_vocabulary, maps_with_vocabulary, vocabulary_from_dict
 from robots._fields import ConfigFileError
-from sim.world import MAPS_DIR, load_world
+from sim.navigation.world import MAPS_DIR, load_world
 
 SEEDS = (0, 1, 2, 3)
 

@@ -23,7 +23,7 @@ from llm_planner.llm.answers import (
 )
 from llm_planner.llm.prompts import oracle_route
 from llm_planner.plan import PlanError, ground
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 
 @pytest.fixture(scope="module")

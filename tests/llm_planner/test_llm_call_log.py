@@ -2,7 +2,7 @@
 
 from llm_planner.planners import llm
 from llm_planner.planners.llm import LLMPlanner
-from sim.world import load_world
+from sim.navigation.world import load_world
 from tests.llm_planner.servers import ScriptedServer
 
 GOOD = '{"targets": ["fridge"], "avoid": []}'

@@ -14,7 +14,7 @@ from llm_planner.base import Scene, Task
 from llm_planner.llm.backend import LLMError, make_backend
 from llm_planner.plan import PlanError
 from llm_planner.planners.llm import LLMPlanner
-from sim.world import load_world
+from sim.navigation.world import load_world
 from tests.llm_planner.servers import ScriptedServer, free_port
 
 GOOD = '{"targets": ["fridge"], "avoid": []}'

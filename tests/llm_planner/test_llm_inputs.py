@@ -13,7 +13,7 @@ from llm_planner.llm.backend import LLMError, check_messages, make_backend
 from llm_planner.llm.prompts import MAX_INSTRUCTION_CHARS, ExampleBank, PromptBuilder, load_examples
 from llm_planner.plan import PlanError
 from llm_planner.planners.llm import LLMPlanner
-from sim.world import load_world
+from sim.navigation.world import load_world
 from tests.llm_planner.servers import ScriptedServer
 
 GOOD = '{"targets": ["fridge"], "avoid": []}'

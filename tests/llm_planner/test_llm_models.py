@@ -10,7 +10,7 @@ from llm_planner.llm.backend import LLMError, make_backend
 from llm_planner.llm.llama_cpp_backend import default_model_path
 from llm_planner.plan import PlanError, ground
 from llm_planner.planners.llm import LLMPlanner
-from sim.world import load_world
+from sim.navigation.world import load_world
 from tests.llm_planner.servers import start_llama_server
 
 

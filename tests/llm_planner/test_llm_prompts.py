@@ -8,7 +8,7 @@ from llm_planner.base import Scene, Task
 from llm_planner.llm.prompts import ExampleBank, PromptBuilder, load_examples, words
 from llm_planner.plan import PlanError, ground
 from llm_planner.planners.graph import GraphPlanner
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 LANGUAGE_SUITES = ("apartment_language", "house_language")
 

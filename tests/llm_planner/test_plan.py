@@ -12,7 +12,7 @@ from llm_planner.plan import (
     Subgoal,
     ground,
 )
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_a_room_is_grounded_where_its_task_is_judged():
     """A room whose centre is close to a wall: the plan sends the robot to the free point the task's check uses
     (goal_point), not to the centre against the wall (grounding used 0 m clearance, judging 0.3 m)."""
     from llm_planner.planners.common import goal_point
-    from sim.world import World
+    from sim.navigation.world import World
 
     world = World.from_dict(
         {

@@ -10,7 +10,7 @@ import pytest
 
 from llm_planner.base import PLANNERS, Feedback, Scene, Task, make_planner, planner_class
 from llm_planner.plan import Plan, PlanError, ground
-from sim.world import Pose2D, load_world
+from sim.navigation.world import Pose2D, load_world
 
 CHEAP: dict = {}
 MAP_PLANNERS = sorted(

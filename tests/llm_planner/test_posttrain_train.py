@@ -26,7 +26,7 @@ from llm_planner.posttrain.train import (
     run,
     score,
 )
-from sim.world import load_world
+from sim.navigation.world import load_world
 from tests.launch import accelerate_launch
 
 peft = pytest.importorskip("peft", reason="hrl-posttrain needs the posttrain extra (make setup installs it)")

@@ -16,7 +16,7 @@ from llm_planner.posttrain.reward import (
     planned_route,
     read_answer,
 )
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from hrl.policy import GoalPolicy
 from hrl.safety_critic import SafetyCritic, nominal_env, rotated
 from llm_planner.base import Feedback, Scene, Task, make_planner
 from llm_planner.plan import Plan, PlanError, ground
-from sim.world import Pose2D, load_world
+from sim.navigation.world import Pose2D, load_world
 
 SMALL = {"collect_steps": 3000, "n_nodes": 150}
 

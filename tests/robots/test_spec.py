@@ -6,8 +6,8 @@ import pytest
 from robots import available_robots, load_robot
 from robots._fields import ConfigFileError
 from robots.spec import ROBOTS_DIR
-from sim.mujoco.builder import build_model
-from sim.world import load_world
+from sim.navigation.mujoco.builder import build_model
+from sim.navigation.world import load_world
 
 
 def test_rover_spec_values():

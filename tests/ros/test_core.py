@@ -325,12 +325,12 @@ def test_the_controllers_numpy_inference_gives_sb3_predicts_commands():
 
 def test_the_nodes_observation_is_the_simulators_on_the_same_state():
     """The policy node assembles the observation itself (no simulator on a robot): on the same pose, velocity,
-    ranges and goal it must equal the simulator task's (sim.nav_task.NavTask.observe), entry by entry, with the
+    ranges and goal it must equal the simulator task's (sim.navigation.task.NavTask.observe), entry by entry, with the
     layout the task names (``observation_labels``), velocities clipped alike."""
     from hrl import DEFAULT_POLICY
     from hrl.policy import GoalPolicy
     from hrl.ros.core import PolicyController
-    from sim.world import Pose2D
+    from sim.navigation.world import Pose2D
 
     policy = GoalPolicy.load(DEFAULT_POLICY)
     env = policy.make_env()  # the simulator the policy was trained in

@@ -11,7 +11,7 @@ from nav_msgs.msg import Odometry, Path
 from std_msgs.msg import Empty, String
 
 from hrl.ros.qos import profile
-from sim.world import load_world
+from sim.navigation.world import load_world
 from tests.llm_planner.servers import ScriptedServer
 from tests.ros.conftest import spin_until, status_handshake
 

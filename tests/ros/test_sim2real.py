@@ -11,7 +11,7 @@ import pytest
 from hrl.base_drive import SimulatedBase, make_base_env
 from hrl.ros.recorded_run import record_sim_run
 from hrl.sim2real import Recording, ate, compare, main, read_bag, replay
-from sim.world import load_world
+from sim.navigation.world import load_world
 from tests.ros.conftest import own_domain
 
 PERTURBED = ("friction:=0.5", "motor_gain:=0.85", "mass_scale:=1.3", "latency_steps:=2")

@@ -17,7 +17,7 @@ from sensor_msgs.msg import LaserScan
 
 from hrl.ros.recorded_run import missed_start
 from hrl.sim2real import BagError, compare, main, read_bag
-from sim.world import load_world
+from sim.navigation.world import load_world
 
 TYPES = {"/odom": "nav_msgs/msg/Odometry", "/cmd_vel": "geometry_msgs/msg/Twist",
          "/scan": "sensor_msgs/msg/LaserScan", "/subgoal": "geometry_msgs/msg/PoseStamped"}  # fmt: skip

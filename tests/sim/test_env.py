@@ -6,9 +6,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-from sim.physics import BACKENDS as PHYSICS_BACKENDS
+from sim.navigation.physics import BACKENDS as PHYSICS_BACKENDS
+from sim.navigation.world import World, available_maps
 from sim.registration import ENV_IDS
-from sim.world import World, available_maps
 
 #: The rover's ids (every version of hrl/RoverNav); the tabletop's are tested in tests/sim/tabletop/.
 ALL_IDS = sorted(i for i in ENV_IDS if i.startswith("hrl/RoverNav-"))

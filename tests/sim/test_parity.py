@@ -7,8 +7,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from sim.physics import Dynamics
-from sim.world import World, load_world
+from sim.navigation.physics import Dynamics
+from sim.navigation.world import World, load_world
 
 pytest.importorskip("pybullet")
 

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from robots._fields import ConfigFileError
-from sim.world import World, available_maps, load_world
+from sim.navigation.world import World, available_maps, load_world
 
 
 def base_map() -> dict:

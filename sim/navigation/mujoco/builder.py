@@ -14,8 +14,8 @@ import mujoco
 import numpy as np
 
 from robots.spec import RobotSpec
-from sim.physics import DRIVE_TIME_CONSTANT, GRAVITY, LATERAL_FRICTION, RenderSize, TopView, render_size_for
-from sim.world import World
+from sim.navigation.physics import DRIVE_TIME_CONSTANT, GRAVITY, LATERAL_FRICTION, RenderSize, TopView, render_size_for
+from sim.navigation.world import World
 
 GOAL_SITE = "goal"
 TOP_CAMERA = "top"

@@ -27,7 +27,7 @@ from shapely.ops import unary_union
 
 from robots._fields import ConfigFileError, Fields, as_vector, did_you_mean, load_yaml_mapping, resolve_yaml
 
-MAPS_DIR = Path(__file__).resolve().parent / "maps"
+MAPS_DIR = Path(__file__).resolve().parents[1] / "maps"
 
 Vec2 = tuple[float, float]
 

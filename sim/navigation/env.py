@@ -1,6 +1,6 @@
 """``hrl/RoverNav-v0``: goal-conditioned rover navigation, as a Gymnasium environment.
 
-Observation: ``Dict(observation, achieved_goal, desired_goal)`` (layout in :class:`sim.nav_task.NavTask`).
+Observation: ``Dict(observation, achieved_goal, desired_goal)`` (layout in :class:`sim.navigation.task.NavTask`).
 Action: ``(v, w)`` in [-1, 1], scaled to the robot's velocity limits; values outside [-1, 1] are
 clipped (a policy's Gaussian can overshoot), NaN or inf raises ``ValueError``.
 One ``step`` is one control period (``1 / control_hz`` s) made of ``substeps`` physics steps.
@@ -20,9 +20,9 @@ import gymnasium as gym
 import numpy as np
 
 from robots.spec import RobotSpec, load_robot
-from sim.nav_task import NavTask, NavTaskConfig
-from sim.physics import physics_class
-from sim.world import Pose2D, World, load_world
+from sim.navigation.physics import physics_class
+from sim.navigation.task import NavTask, NavTaskConfig
+from sim.navigation.world import Pose2D, World, load_world
 
 
 class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
@@ -158,7 +158,7 @@ class RoverNavEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     # ------------------------------------------------------------------ goal-conditioned API
 
     def compute_reward(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, info: Any) -> Any:
-        """Vectorised reward (see :meth:`sim.nav_task.NavTask.compute_reward`); used by HER."""
+        """Vectorised reward (see :meth:`sim.navigation.task.NavTask.compute_reward`); used by HER."""
         return self.task.compute_reward(achieved_goal, desired_goal, info)
 
     def set_goal(self, goal: Any) -> dict[str, np.ndarray]:

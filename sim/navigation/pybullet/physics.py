@@ -1,10 +1,10 @@
-"""PyBullet implementation of :class:`sim.physics.RoverPhysics`.
+"""PyBullet implementation of :class:`sim.navigation.physics.RoverPhysics`.
 
 The rover is its URDF (a planar base: prismatic x, prismatic y, continuous yaw), walls are static boxes
 built from the map exactly as in MuJoCo (``Wall.footprint``), and the lidar is one ``rayTestBatch`` per
 control step with the robot's ray layout, cast into a scene of its own that holds the same walls as one
 triangle mesh (:class:`_LidarScene`: three times cheaper than casting among the physics scene's bodies).
-The drive is the model of :mod:`sim.physics` applied as joint forces at every substep: forward and yaw
+The drive is the model of :mod:`sim.navigation.physics` applied as joint forces at every substep: forward and yaw
 velocity servos clamped to the motors' force limits, and a lateral tyre grip. The servo gains are the
 implicit-Euler equivalents of MuJoCo's (``implicitfast`` integrates velocity servos implicitly), so both
 engines follow the same velocity response; contacts with walls are each engine's own.
@@ -24,7 +24,7 @@ import numpy as np
 import pybullet as pb
 
 from robots.spec import RobotSpec
-from sim.physics import (
+from sim.navigation.physics import (
     DRIVE_TIME_CONSTANT,
     GRAVITY,
     Dynamics,
@@ -32,7 +32,7 @@ from sim.physics import (
     TopView,
     render_size_for,
 )
-from sim.world import Pose2D, World
+from sim.navigation.world import Pose2D, World
 
 #: Collision groups. Rays belong to Bullet's default group (1) and test only bodies in ``_WALLS``, so the
 #: lidar never sees the robot's own chassis; walls accept both rays and the robot.
@@ -140,7 +140,7 @@ class PybulletRoverPhysics:
             pb.createMultiBody(0.0, -1, vis, [lm.position[0], lm.position[1], 0.003], physicsClientId=c)
 
     def _set_drive(self, dynamics: Dynamics) -> None:
-        """Servo gains and force limits of the drive model (see sim.physics) for these dynamics."""
+        """Servo gains and force limits of the drive model (see sim.navigation.physics) for these dynamics."""
         lim, dt = self.robot.limits, self.dt
         mass = self._nominal_mass * dynamics.mass_scale
         inertia = self._nominal_inertia[2] * dynamics.mass_scale

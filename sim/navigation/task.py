@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 from robots.spec import RobotSpec
-from sim.world import Pose2D, World
+from sim.navigation.world import Pose2D, World
 
 GOAL_MODES = ("local", "anywhere", "landmark")
 REWARD_TYPES = ("sparse", "dense")
@@ -61,7 +61,7 @@ class NavTaskConfig:
 
 
 class NavTask:
-    """Goal-reaching for a planar robot with a lidar in a :class:`~sim.world.World`.
+    """Goal-reaching for a planar robot with a lidar in a :class:`~sim.navigation.world.World`.
 
     Observation layout (``observation`` entry, float32):
     ``[x, y, cos(yaw), sin(yaw), v / v_max, w / w_max, range_1 / max_range, ..., range_n / max_range]``;

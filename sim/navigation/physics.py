@@ -1,7 +1,7 @@
 """The small physics interface each simulator backend implements for the rover tasks.
 
-The task logic (goal sampling, reward, success, observation assembly) lives in ``sim.nav_task`` and
-the Gymnasium env in ``sim.nav_env``; a backend only moves the robot and reads its sensors. Backends
+The task logic (goal sampling, reward, success, observation assembly) lives in ``sim.navigation.task`` and
+the Gymnasium env in ``sim.navigation.env``; a backend only moves the robot and reads its sensors. Backends
 are registered by name in :data:`BACKENDS` and chosen with ``gym.make(..., backend=NAME)``.
 """
 
@@ -15,12 +15,12 @@ from typing import Protocol
 import numpy as np
 
 from robots.spec import RobotSpec
-from sim.world import Pose2D, World
+from sim.navigation.world import Pose2D, World
 
 #: Backend name -> "module:Class" implementing :class:`RoverPhysics` (imported on first use).
 BACKENDS: dict[str, str] = {
-    "mujoco": "sim.mujoco.physics:MujocoRoverPhysics",
-    "pybullet": "sim.pybullet.physics:PybulletRoverPhysics",
+    "mujoco": "sim.navigation.mujoco.physics:MujocoRoverPhysics",
+    "pybullet": "sim.navigation.pybullet.physics:PybulletRoverPhysics",
 }
 
 # The drive model every backend implements (the rover is a planar base driven like a ROS base taking

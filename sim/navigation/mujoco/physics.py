@@ -1,4 +1,4 @@
-"""MuJoCo implementation of :class:`sim.physics.RoverPhysics`."""
+"""MuJoCo implementation of :class:`sim.navigation.physics.RoverPhysics`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import mujoco
 import numpy as np
 
 from robots.spec import RobotSpec
-from sim.mujoco.builder import GOAL_SITE, LIDAR_PREFIX, TOP_CAMERA, build_model
-from sim.physics import GRAVITY, Dynamics, TopView, render_size_for
-from sim.world import Pose2D, World
+from sim.navigation.mujoco.builder import GOAL_SITE, LIDAR_PREFIX, TOP_CAMERA, build_model
+from sim.navigation.physics import GRAVITY, Dynamics, TopView, render_size_for
+from sim.navigation.world import Pose2D, World
 
 _SENSOR_BIT = int(mujoco.mjtDisableBit.mjDSBL_SENSOR)
 
