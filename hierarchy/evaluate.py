@@ -37,17 +37,21 @@ def run_tabletop_suite(
     out_dir: Path | None = None,
     video: bool = False,
     progress: bool = True,
+    label: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every task of ``suite`` for each seed and ``layouts`` layouts; returns (rows, summary). With ``out_dir``:
-    episodes.jsonl, events.jsonl, summary.json and (``video``) the first episode's video are written there."""
+    episodes.jsonl, events.jsonl, summary.json and (``video``) the first episode's video are written there.
+    ``label`` names the planner in them (default: its registered name; a config such as ``vla_llm`` runs the
+    registered ``vla`` with settings of its own)."""
     from hrl.hierarchy_eval import wilson
 
+    name = label or planner.name
     agent = Agent(domain, planner, AgentConfig(max_episode_steps=suite.max_episode_steps))
     env = make_env(suite.scene, backend, render_mode="rgb_array" if video else None)
     rows: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     total = len(seeds) * len(suite.tasks) * layouts
-    bar = tqdm(total=total, desc=f"{planner.name} on {suite.name} ({backend})", unit="ep", disable=not progress)
+    bar = tqdm(total=total, desc=f"{name} on {suite.name} ({backend})", unit="ep", disable=not progress)
     for seed in seeds:
         for i, task in enumerate(suite.tasks):
             for j in range(layouts):
@@ -56,7 +60,7 @@ def run_tabletop_suite(
                 episode = agent.run(env, task, record=frames)
                 row = {
                     "suite": suite.name,
-                    "planner": planner.name,
+                    "planner": name,
                     "backend": backend,
                     "seed": seed,
                     "episode": i,
@@ -71,12 +75,12 @@ def run_tabletop_suite(
                     from hrl.video import write_video
 
                     out_dir.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
-                    write_video(frames, out_dir / f"{planner.name}_{suite.name}_{backend}.mp4", fps=12.5)  # type: ignore[operator]
+                    write_video(frames, out_dir / f"{name}_{suite.name}_{backend}.mp4", fps=12.5)  # type: ignore[operator]
                 bar.update(1)
     bar.close()
     env.close()
     summary = summarise(rows, wilson)
-    summary.update(planner=planner.name, suite=suite.name, backend=backend, seeds=list(seeds), layouts=layouts)
+    summary.update(planner=name, suite=suite.name, backend=backend, seeds=list(seeds), layouts=layouts)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         for name, items in (("episodes", rows), ("events", events)):

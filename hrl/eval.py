@@ -209,6 +209,7 @@ def run_hierarchical(config: EvalRunConfig, out_dir: Path) -> dict:
         limit=config.tasks,
         backend=config.env.backend,
         wrappers=plain_wrapper_specs(config.env.wrappers),
+        label=planner_label(config),
     )
     print(markdown_table([result.summary]), end="")
     return result.summary
@@ -245,6 +246,7 @@ def run_tabletop(config: EvalRunConfig, out_dir: Path) -> dict:
         out_dir=out_dir,
         video=config.video_episodes > 0,
         progress=config.progress_bar,
+        label=planner_label(config),
     )
     table = tabletop_markdown(summary)
     (out_dir / "summary.md").write_text(table)
@@ -326,6 +328,15 @@ def planner_from_file(name: str, params_file: str) -> tuple[str, dict[str, Any]]
     return planner_arguments(name, dict(given or {}))
 
 
+def planner_label(config: EvalRunConfig) -> str:
+    """The planner's name in results: the config chosen (``planner=vla_llm``) inside the Hydra app, where it may
+    differ from the registered planner it runs (``vla``); else the registered name."""
+    from hydra.core.hydra_config import HydraConfig
+
+    choice = HydraConfig.get().runtime.choices.get("planner") if HydraConfig.initialized() else None
+    return str(choice or config.planner.name)
+
+
 def planner_params(planner: Any) -> dict[str, Any]:
     """The planner's constructor arguments; an LLM backend group (planner/backend=...) joins them."""
     from omegaconf import OmegaConf
@@ -366,7 +377,7 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
         except (ValueError, FileNotFoundError) as err:
             fail(str(err))
         print(
-            f"[hrl-eval] {config.planner.name} on {summary['suite']} ({summary['backend']}): success "
+            f"[hrl-eval] {summary['planner']} on {summary['suite']} ({summary['backend']}): success "
             f"{summary['success_rate']:.0%} over {summary['episodes']} episodes -> {out_dir}"
         )
         return summary["success_rate"]
@@ -376,7 +387,7 @@ def _task(cfg) -> float:  # type: ignore[no-untyped-def]
         except (ValueError, FileNotFoundError) as err:
             fail(str(err))
         print(
-            f"[hrl-eval] {config.planner.name} on {summary['suite']}: success {summary['success_rate']:.0%} "
+            f"[hrl-eval] {summary['planner']} on {summary['suite']}: success {summary['success_rate']:.0%} "
             f"over {summary['episodes']} episodes -> {out_dir}"
         )
         return summary["success_rate"]

@@ -88,6 +88,7 @@ def run_suite(
     wrappers: list[Any] | None = None,
     skip: Collection[tuple[int, int]] = (),
     on_episode: Callable[[dict[str, Any], EpisodeRecord], None] | None = None,
+    label: str | None = None,
 ) -> SuiteResult:
     """Run every task of ``suite`` (per seed) with the planner (a registered name, or a planner object),
     in the physics ``backend`` (default: the one the policy was trained in), with the sim-to-real
@@ -96,12 +97,15 @@ def run_suite(
     ``video_episode``: the episode (or episodes) of the first seed recorded on video, with ``out_dir``.
     ``skip``: (seed, episode) pairs already done elsewhere (a resumed sweep); ``on_episode(row, record)`` is
     called after each episode (to write results as they come, so an interrupted run loses nothing).
+    ``label`` names the planner in the rows, summary and video (default: its registered name; a config such as
+    ``llm_goals_untrained`` runs the registered ``llm_goals`` with settings of its own).
     """
     tasks = suite.tasks()[:limit]
     if isinstance(planner_name, str):
         planner = build_planner(planner_name, planner_params or {}, policy)
     else:
         planner, planner_name = planner_name, planner_name.name
+    planner_name = label or planner_name
     executor = executor or ExecutorConfig(max_episode_steps=suite.max_episode_steps)
     agent = HierarchicalAgent(planner, policy, executor, goal_tolerance=suite.goal_tolerance)
     on_video = {video_episode} if isinstance(video_episode, int) else set(video_episode or ())

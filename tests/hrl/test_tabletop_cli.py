@@ -56,6 +56,17 @@ def test_hrl_eval_runs_a_tabletop_suite_and_writes_rows_summary_table_and_video(
     assert (out / "symbolic_tabletop_stack_mujoco.mp4").stat().st_size > 1000
 
 
+def test_hrl_eval_names_a_run_by_its_planner_config_not_the_registered_planner_it_runs(tmp_path, capsys):
+    """planner=vla_llm runs the registered vla with a consulted language model: its rows, summary and line say
+    vla_llm (they said vla, the same as the VLA alone)."""
+    out = tmp_path / "run"
+    hrl_eval(["planner=vla_llm", "task=tabletop_stack", "tasks=1", "video_episodes=0", "progress_bar=false",
+              f"hydra.run.dir={out}"])  # fmt: skip
+    assert [r["planner"] for r in jsonl(out / "episodes.jsonl")] == ["vla_llm"]
+    assert json.loads((out / "summary.json").read_text())["planner"] == "vla_llm"
+    assert "[hrl-eval] vla_llm on tabletop_stack (mujoco): success" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [

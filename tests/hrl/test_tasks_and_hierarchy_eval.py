@@ -80,6 +80,17 @@ def test_run_suite_writes_rows_summary_and_plan_video(tmp_path):
     assert not (tmp_path / "graph_apartment_long_ep0.mp4").exists()
 
 
+def test_run_suite_names_the_planner_by_its_label(tmp_path):
+    """A config that runs a registered planner under its own name (llm_goals_untrained runs llm_goals) is named
+    by that name in the rows, summary and videos."""
+    suite = load_suite("apartment_long")
+    suite = replace(suite, episodes=suite.episodes[2:3])
+    policy = GoalPolicy.load("shipped:rover_local")
+    result = run_suite("graph", suite, policy, out_dir=tmp_path, video_episode=[0], progress=False, label="my_graph")
+    assert [r["planner"] for r in result.rows] == ["my_graph"] and result.summary["planner"] == "my_graph"
+    assert (tmp_path / "my_graph_apartment_long_ep0.mp4").stat().st_size > 0
+
+
 def test_hrl_eval_hierarchical_cli(tmp_path):
     out = tmp_path / "ev"
     done = subprocess.run(
