@@ -118,6 +118,8 @@ class EnvConfig:
             )
         if family is not None:
             family.check_kwargs(self)
+            if family.episode_steps is None:  # the length HER and the checks below read: an integer, now
+                _positive("env.kwargs", "max_steps", self.argument("max_steps"), integer=True)
         self.import_packages()
         import gymnasium as gym
 

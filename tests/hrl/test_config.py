@@ -142,6 +142,8 @@ def test_wrong_type_fails():
         (["algo.learning_rate=-1"], "algo.learning_rate must be a positive number"),
         (["algo.name=a2c"], r"algo.name must be one of \['ppo', 'sac_her', 'td3_her', 'tqc_her'\]"),
         (["algo.learning_starts=50"], "must exceed env.kwargs.max_steps"),
+        (["env.kwargs.max_steps=-1"], "env.kwargs.max_steps must be a positive integer, got -1"),
+        (["+env.kwargs.mapp=maze"], r"env.kwargs: mapp \(did you mean map\?\) not an argument of env.id=hrl/Rover"),
         (["n_envs=0"], "n_envs must be a positive integer"),
         (["vec_env=ray"], "vec_env must be one of"),
         (["curriculum.enabled=true", "curriculum.start_radius=5.0"], "exceeds env.kwargs.local_goal_radius"),
