@@ -203,6 +203,11 @@ class EnvConfig:
         family = self.family()
         return family.describe(self) if family is not None else self.id
 
+    def default_features(self) -> str:
+        """The feature extractor ``algo.features=auto`` means for this env: its family's first, else ``flat``."""
+        family = self.family()
+        return family.features[0] if family is not None and family.features else "flat"
+
     def engine(self) -> str:
         """The physics engine a family env runs in: ``backend``, else ``kwargs.backend``, else the env's default."""
         return str(self.backend or self.argument("backend"))
@@ -373,7 +378,9 @@ class AlgoConfig:
     are ignored (off-policy: buffer / tau / train_freq / HER; on-policy: n_steps / n_epochs / clip)."""
 
     name: str = "sac_her"
-    features: str = "goal_frame"
+    #: A feature extractor (algorithms.FEATURES), or ``auto``: the env's own (its family's first: the rover's
+    #: ``goal_frame``), else ``flat``. ``TrainConfig.validate`` resolves it, so runs and policies record the name.
+    features: str = "auto"
     net_arch: list[int] = field(default_factory=lambda: [64, 64])
     learning_rate: float | None = 1e-3
     batch_size: int | None = 256
@@ -397,7 +404,7 @@ class AlgoConfig:
 
     def validate(self) -> None:
         _choice("algo", "name", self.name, ALGORITHMS)
-        _choice("algo", "features", self.features, FEATURES)
+        _choice("algo", "features", self.features, {*FEATURES, "auto"})
         _choice("algo", "goal_selection_strategy", self.goal_selection_strategy, {"future", "final", "episode"})
         if not self.net_arch or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.net_arch):
             raise ValueError(f"algo.net_arch must be a non-empty list of positive layer sizes, got {self.net_arch!r}")
@@ -520,8 +527,11 @@ class TrainConfig:
     resume: str | None = None
 
     def validate(self) -> None:
+        """Check every value; ``algo.features=auto`` becomes the env's own extractor here (see AlgoConfig)."""
         self.env.validate()
         self.algo.validate()
+        if self.algo.features == "auto":
+            self.algo.features = self.env.default_features()
         self.eval.validate()
         self.checkpoint.validate()
         self.curriculum.validate(self.env)

@@ -17,7 +17,7 @@ import json
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -111,7 +111,10 @@ def algorithm_kwargs(
 def build_model(config: TrainConfig, venv: VecEnv, tensorboard_log: str | None) -> Any:
     spec = algorithm(config.algo.name)
     cls = spec.load_class()
-    kwargs = algorithm_kwargs(config.algo, spec, venv.action_space.shape[0], config.total_steps)
+    algo = config.algo
+    if algo.features == "auto":  # a config not validated (validate resolves it)
+        algo = replace(algo, features=config.env.default_features())
+    kwargs = algorithm_kwargs(algo, spec, venv.action_space.shape[0], config.total_steps)
     return cls(
         "MultiInputPolicy",
         venv,

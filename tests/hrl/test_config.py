@@ -99,7 +99,7 @@ def test_every_wrapper_preset_makes_a_wrapped_env_on_every_backend(preset, backe
     assert len(
         [c for c in chain if c in ("DomainRandomization", "SensorNoise", "ActionLatency", "ActionRateLimit")]
     ) == len(named)
-    assert env.physics.__class__.__module__ == f"sim.{backend}.physics"
+    assert env.physics.__class__.__module__ == f"sim.navigation.{backend}.physics"
 
 
 def test_experiment_rover_local_dr_randomizes():

@@ -180,7 +180,10 @@ def test_cli_refuses_rover_keys_for_a_foreign_env(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"algo": AlgoConfig()}, r"algo.features=goal_frame reads the observation layout of hrl/RoverNav-\*.*flat"),
+        (
+            {"algo": AlgoConfig(features="goal_frame")},
+            r"algo.features=goal_frame reads the observation layout of hrl/RoverNav-\*.*flat",
+        ),
         (
             {"curriculum": CurriculumConfig(enabled=True)},
             "curriculum grows the local goal radius of .*PandaReach-v3 has none",
@@ -270,3 +273,14 @@ def test_env_backend_reaches_both_embodiments_and_disagreeing_with_kwargs_is_ref
     EnvConfig(id="hrl/PandaTabletop-v0", backend="pybullet", kwargs={"backend": "pybullet"}).validate()
     with pytest.raises(ValueError, match=r"env.kwargs: secne \(did you mean scene\?\) not an argument of"):
         EnvConfig(id="hrl/PandaTabletop-v0", kwargs={"secne": "single_cube"}).validate()
+
+
+def test_features_auto_is_the_envs_own():
+    """algo.features=auto (the default): goal_frame for the rover, flat for the tabletop and any other env; validate
+    resolves it, so the run's policy records the name it trained with."""
+    tabletop = EnvConfig(id="hrl/PandaTabletop-v0")
+    for env, features in ((EnvConfig(), "goal_frame"), (tabletop, "flat"), (reach(), "flat")):
+        config = TrainConfig(env=env, algo=AlgoConfig(learning_starts=200))
+        assert config.algo.features == "auto"
+        config.validate()
+        assert config.algo.features == features
