@@ -5,7 +5,7 @@
     hrl-train algo=tqc_her env=two_rooms_local total_steps=50000 n_envs=2
     hrl-train -m seed=0,1 hydra/launcher=joblib    # local parallel sweep
     hrl-train resume=runs/train/rover_local/2026-12-02_11-00-00   # continue an interrupted run
-    hrl-train env.id=PandaReach-v3 env.packages=[panda_gym] algo.features=flat   # any registered goal env
+    hrl-train env.id=PandaReach-v3 env.packages=[panda_gym]   # any registered goal env
 
 The Hydra-specific part lives here only; :func:`hrl.training.train` takes a typed ``TrainConfig``.
 """
