@@ -316,7 +316,9 @@ class SoRBPlanner:
         except nx.NetworkXNoPath:
             raise PlanError(
                 f"{self.name}: no path in the graph ({g.number_of_nodes()} nodes, {g.number_of_edges()} edges) "
-                f"to ({target[0]:.2f}, {target[1]:.2f}) ({self._reach_limits()}); raise max_edge_steps or n_nodes"
+                f"to ({target[0]:.2f}, {target[1]:.2f}) ({self._reach_limits()}); collect more states "
+                f"(collect_steps={self.collect_steps}: the drives the nodes are drawn from may not cover the map), "
+                "or raise n_nodes or max_edge_steps"
             ) from None
 
     def _reach_limits(self) -> str:
