@@ -160,3 +160,16 @@ def test_every_shipped_manifest_is_yaml_naming_its_file(manifest):
     data = yaml.safe_load(manifest.read_text())
     assert isinstance(data, dict) and data["name"] == manifest.parent.name, data
     assert (manifest.parent / data["file"]).is_file(), data["file"]
+
+
+def test_hrl_eval_passes_on_only_the_env_kwargs_its_command_line_gave():
+    """For a policy of another kind (a tabletop skill under the default rover preset), hrl-eval adds the env.kwargs
+    the command line named, not the preset's rover arguments; a preset chosen or the whole dict given counts as
+    all of them."""
+    from hrl.eval import given_env_kwargs
+
+    env = EnvConfig(kwargs={"map": "open", "goal_mode": "reach"})
+    assert given_env_kwargs(["policy", "env.backend"], env) == set()
+    assert given_env_kwargs(["env.kwargs.goal_mode", "episodes"], env) == {"goal_mode"}
+    assert given_env_kwargs(["env", "env.kwargs.goal_mode"], env) == {"map", "goal_mode"}
+    assert given_env_kwargs(["env.kwargs"], env) == {"map", "goal_mode"}
