@@ -167,12 +167,10 @@ class EnvConfig:
         """The value the env gets for its argument ``name``: given (``make_kwargs``) or its signature's default
         (a family env only; a KeyError for an argument neither gives)."""
         family = self.family()
-        given = self.make_kwargs(robot or RobotConfig())
-        if name in given:
-            return given[name]
-        if family is not None and name in family.defaults():
-            return family.defaults()[name]
-        raise KeyError(f"env.id={self.id} has no argument {name!r}")
+        arguments = (family.defaults() if family is not None else {}) | self.make_kwargs(robot or RobotConfig())
+        if name not in arguments:
+            raise KeyError(f"env.id={self.id} has no argument {name!r}")
+        return arguments[name]
 
     def make_env(self, robot: RobotConfig, **extra: Any) -> Any:
         """``gym.make(self.id, **self.make_kwargs(robot), **extra)`` after importing ``packages``
@@ -209,8 +207,9 @@ class EnvConfig:
         return family.features[0] if family is not None and family.features else "flat"
 
     def engine(self) -> str:
-        """The physics engine a family env runs in: ``backend``, else ``kwargs.backend``, else the env's default."""
-        return str(self.backend or self.argument("backend"))
+        """The physics engine a family env runs in: ``backend`` (which ``make_kwargs`` passes on), else
+        ``kwargs.backend``, else the env's default."""
+        return str(self.argument("backend"))
 
 
 #: The rover's arguments that were fields of :class:`EnvConfig` until 2026-12-08 (they are ``env.kwargs`` now).
